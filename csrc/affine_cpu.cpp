@@ -1,0 +1,111 @@
+// CPU implementation: multi-threaded with at::parallel_for, and vectorized by the compiler on the
+// contiguous path, with an AVX2/FMA clone chosen at load time on x86-64.
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "affine.h"
+#include "dispatch.h"
+
+// The inner loops are compiled twice on x86-64, for the baseline ISA and for x86-64-v3 (AVX2, FMA,
+// F16C); the loader picks one. The kernel math is header-inline, so each clone gets its own vector code.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FIN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), noinline))
+#else
+#define FIN_CPU_CLONES
+#endif
+
+namespace fused_input_norm {
+namespace {
+
+// Elements per parallel task: large enough to amortize scheduling, small enough to split big tensors
+// evenly across threads.
+constexpr int64_t kGrain = 1 << 15;
+// Channel runs (`inner`) at least this long are processed one run at a time with a scalar weight/bias.
+constexpr int64_t kMinRun = 64;
+// Shorter runs (NHWC: runs of 1) repeat with period channels * inner: the weight/bias pattern of one
+// period is unrolled into a block of at least kMinBlock elements and applied block by block.
+constexpr int64_t kMinBlock = 256;
+constexpr int64_t kMaxPeriod = 2048;
+
+template <typename in_t, typename out_t>
+FIN_CPU_CLONES void affine_run(const in_t* in, out_t* out, int64_t n, float w, float b) {
+  for (int64_t k = 0; k < n; ++k) out[k] = from_float<out_t>(affine(to_float(in[k]), w, b));
+}
+
+template <typename in_t, typename out_t>
+FIN_CPU_CLONES void affine_run_pattern(const in_t* in, out_t* out, int64_t n, const float* w, const float* b) {
+  for (int64_t k = 0; k < n; ++k) out[k] = from_float<out_t>(affine(to_float(in[k]), w[k], b[k]));
+}
+
+template <typename in_t, typename out_t>
+void affine_cpu_kernel(const in_t* in, out_t* out, const float* weight, const float* bias, const AffinePlan& plan) {
+  const int64_t numel = plan.numel;
+  const int64_t inner = plan.inner;
+  const int64_t channels = plan.channels;
+
+  if (!plan.contiguous) {
+    at::parallel_for(0, numel, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) affine_strided_element(in, out, weight, bias, plan.strided, i);
+    });
+    return;
+  }
+
+  const int64_t period = channels * inner;
+  if (inner >= kMinRun || period > kMaxPeriod) {
+    const int64_t runs = numel / inner;
+    at::parallel_for(0, runs, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t c = r % channels;
+        affine_run(in + r * inner, out + r * inner, inner, weight[c], bias[c]);
+      }
+    });
+    return;
+  }
+
+  const int64_t block = period * ((kMinBlock + period - 1) / period);
+  std::vector<float> w_block(block), b_block(block);
+  for (int64_t k = 0; k < block; ++k) {
+    const int64_t c = (k / inner) % channels;
+    w_block[k] = weight[c];
+    b_block[k] = bias[c];
+  }
+  const int64_t blocks = (numel + block - 1) / block;
+  at::parallel_for(0, blocks, std::max<int64_t>(1, kGrain / block), [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t start = k * block;
+      affine_run_pattern(in + start, out + start, std::min(block, numel - start), w_block.data(), b_block.data());
+    }
+  });
+}
+
+void run_affine_cpu(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight,
+                    const at::Tensor& bias, int64_t dim) {
+  const AffinePlan plan = plan_affine(input, dim);
+  if (plan.numel == 0) return;
+  FIN_DISPATCH_IN_OUT(plan.source.scalar_type(), out.scalar_type(), [&] {
+    affine_cpu_kernel(static_cast<const in_t*>(plan.source.const_data_ptr()), static_cast<out_t*>(out.data_ptr()),
+                      weight.const_data_ptr<float>(), bias.const_data_ptr<float>(), plan);
+  });
+}
+
+at::Tensor affine_cpu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, int64_t dim,
+                      std::optional<at::ScalarType> out_dtype) {
+  return affine_allocating(input, weight, bias, dim, out_dtype, run_affine_cpu);
+}
+
+void affine_out_cpu(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                    int64_t dim) {
+  affine_out_checked(out, input, weight, bias, dim, run_affine_cpu);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(fused_input_norm, CPU, m) {
+  m.impl("affine", &affine_cpu);
+  m.impl("affine_out", &affine_out_cpu);
+}
+
+}  // namespace fused_input_norm

@@ -1,0 +1,191 @@
+// Schemas of every fused_input_norm op, the checks both backends share, and the Python module stub.
+#include <ATen/MemoryOverlap.h>
+#include <ATen/WrapDimUtils.h>
+#include <torch/library.h>
+
+#include <sstream>
+#include <string>
+
+#include "affine.h"
+
+#include <Python.h>
+
+namespace fused_input_norm {
+
+#if defined(FIN_WITH_GPU)
+// affine_cuda.cu: the GPU backend's name ("cuda" or "hip") and its JSON fields (toolkit version, archs).
+const char* gpu_backend_name();
+std::string gpu_build_fields();
+#endif
+
+namespace {
+
+// Python spellings, since the messages surface as Python exceptions.
+std::string py_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kByte: return "torch.uint8";
+    case at::kChar: return "torch.int8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kUInt16: return "torch.uint16";
+    case at::kUInt32: return "torch.uint32";
+    case at::kUInt64: return "torch.uint64";
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kBool: return "torch.bool";
+    case at::kComplexFloat: return "torch.complex64";
+    case at::kComplexDouble: return "torch.complex128";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+
+bool is_input_dtype(at::ScalarType t) {
+  return t == at::kByte || t == at::kUInt16 || t == at::kHalf || t == at::kBFloat16 || t == at::kFloat;
+}
+
+bool is_output_dtype(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat; }
+
+constexpr const char* kInputDtypes = "torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32";
+constexpr const char* kOutputDtypes = "torch.float16, torch.bfloat16, torch.float32";
+
+void check_channel_vector(const char* op, const char* name, const at::Tensor& t, const at::Tensor& input,
+                          int64_t dim, int64_t channels) {
+  TORCH_CHECK(t.device() == input.device(), "fused_input_norm.", op, ": ", name, " must be on input's device ",
+              input.device(), ", got ", t.device());
+  TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "fused_input_norm.", op, ": ", name,
+                   " must be a float32 tensor, got ", py_dtype(t.scalar_type()));
+  TORCH_CHECK_VALUE(t.dim() == 1, "fused_input_norm.", op, ": ", name, " must be 1-D (one value per channel), got ",
+                    t.dim(), "-D shape ", t.sizes());
+  TORCH_CHECK_VALUE(t.size(0) == channels, "fused_input_norm.", op, ": ", name,
+                    " must have one value per channel: length input.size(", dim, ") = ", channels, ", got ",
+                    t.size(0));
+  TORCH_CHECK_VALUE(t.is_contiguous(), "fused_input_norm.", op, ": ", name, " must be contiguous, got stride ",
+                    t.strides());
+}
+
+// Drops size-1 dims and merges neighbours that are contiguous with each other (never across the channel
+// dim), so that most permuted or sliced inputs fit kMaxStridedDims.
+bool make_strided_layout(const at::Tensor& input, int64_t dim, StridedLayout* layout) {
+  layout->ndim = 0;
+  layout->channel_dim = -1;
+  for (int64_t d = 0; d < input.dim(); ++d) {
+    const int64_t size = input.size(d);
+    const int64_t stride = input.stride(d);
+    if (size == 1) continue;
+    const bool is_channel = d == dim;
+    const int n = layout->ndim;
+    if (n > 0 && !is_channel && layout->channel_dim != n - 1 && layout->strides[n - 1] == size * stride) {
+      layout->sizes[n - 1] *= size;
+      layout->strides[n - 1] = stride;
+      continue;
+    }
+    if (n == kMaxStridedDims) return false;
+    layout->sizes[n] = size;
+    layout->strides[n] = stride;
+    if (is_channel) layout->channel_dim = n;
+    layout->ndim = n + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+void check_affine_args(const char* op, const at::Tensor& input, const at::Tensor& weight,
+                       const at::Tensor& bias, int64_t dim) {
+  TORCH_CHECK_TYPE(is_input_dtype(input.scalar_type()), "fused_input_norm.", op, ": input must have one of the dtypes ",
+                   kInputDtypes, ", got ", py_dtype(input.scalar_type()));
+  TORCH_CHECK_VALUE(input.dim() >= 1, "fused_input_norm.", op,
+                    ": input must have at least 1 dimension (the channel axis), got a 0-d tensor");
+  TORCH_CHECK_INDEX(dim >= -input.dim() && dim < input.dim(), "fused_input_norm.", op, ": dim must be in [",
+                    -input.dim(), ", ", input.dim() - 1, "] for a ", input.dim(), "-D input, got ", dim);
+  const int64_t wrapped = at::maybe_wrap_dim(dim, input.dim());
+  const int64_t channels = input.size(wrapped);
+  check_channel_vector(op, "weight", weight, input, dim, channels);
+  check_channel_vector(op, "bias", bias, input, dim, channels);
+}
+
+at::ScalarType affine_output_dtype(const at::Tensor& input, std::optional<at::ScalarType> out_dtype) {
+  if (!out_dtype.has_value()) {
+    return at::isFloatingType(input.scalar_type()) ? input.scalar_type() : at::kFloat;
+  }
+  TORCH_CHECK_TYPE(is_output_dtype(*out_dtype), "fused_input_norm.affine: out_dtype must be one of ",
+                   kOutputDtypes, ", got ", py_dtype(*out_dtype));
+  return *out_dtype;
+}
+
+void check_out_arg(const at::Tensor& out, const at::Tensor& input) {
+  TORCH_CHECK(out.device() == input.device(), "fused_input_norm.affine_out: out must be on input's device ",
+              input.device(), ", got ", out.device());
+  TORCH_CHECK_TYPE(is_output_dtype(out.scalar_type()), "fused_input_norm.affine_out: out must have one of the dtypes ",
+                   kOutputDtypes, ", got ", py_dtype(out.scalar_type()));
+  TORCH_CHECK_VALUE(out.sizes() == input.sizes(), "fused_input_norm.affine_out: out must have input's shape ",
+                    input.sizes(), ", got ", out.sizes());
+  TORCH_CHECK_VALUE(out.is_contiguous(), "fused_input_norm.affine_out: out must be contiguous, got stride ",
+                    out.strides());
+  const at::MemOverlapStatus overlap = at::get_overlap_status(out, input);
+  TORCH_CHECK_VALUE(overlap == at::MemOverlapStatus::No || overlap == at::MemOverlapStatus::Full,
+                    "fused_input_norm.affine_out: out partially overlaps input; pass out=input exactly to "
+                    "normalize in place, or a separate buffer");
+}
+
+AffinePlan plan_affine(const at::Tensor& input, int64_t dim) {
+  AffinePlan plan;
+  const int64_t wrapped = at::maybe_wrap_dim(dim, input.dim());
+  plan.source = input;
+  plan.contiguous = input.is_contiguous();
+  if (!plan.contiguous && !make_strided_layout(input, wrapped, &plan.strided)) {
+    // More than kMaxStridedDims dims survive merging: rare enough to pay for a contiguous copy.
+    plan.source = input.contiguous();
+    plan.contiguous = true;
+  }
+  plan.numel = input.numel();
+  plan.channels = input.size(wrapped);
+  plan.inner = 1;
+  for (int64_t d = wrapped + 1; d < input.dim(); ++d) plan.inner *= input.size(d);
+  if (plan.contiguous) {
+    // Also usable by kernels that need the strided form of a contiguous input (unaligned pointers).
+    plan.strided.ndim = 3;
+    plan.strided.channel_dim = 1;
+    plan.strided.sizes[0] = plan.channels * plan.inner == 0 ? 0 : plan.numel / (plan.channels * plan.inner);
+    plan.strided.sizes[1] = plan.channels;
+    plan.strided.sizes[2] = plan.inner;
+    plan.strided.strides[0] = plan.channels * plan.inner;
+    plan.strided.strides[1] = plan.inner;
+    plan.strided.strides[2] = 1;
+  }
+  return plan;
+}
+
+namespace {
+
+std::string build_info() {
+  std::ostringstream s;
+  s << "{";
+#if defined(FIN_WITH_GPU)
+  s << "\"backends\": [\"cpu\", \"" << gpu_backend_name() << "\"], " << gpu_build_fields();
+#else
+  s << "\"backends\": [\"cpu\"]";
+#endif
+  s << "}";
+  return s.str();
+}
+
+}  // namespace
+
+TORCH_LIBRARY(fused_input_norm, m) {
+  m.def("affine(Tensor input, Tensor weight, Tensor bias, int dim=1, ScalarType? out_dtype=None) -> Tensor");
+  m.def("affine_out(Tensor(a!) out, Tensor input, Tensor weight, Tensor bias, int dim=1) -> ()");
+  m.def("build_info() -> str", &build_info);
+}
+
+}  // namespace fused_input_norm
+
+// The extension is a plain shared library whose import registers the ops above; it defines no Python
+// functions, so it needs no pybind11 and builds against the limited API.
+PyMODINIT_FUNC PyInit__C(void) {
+  static PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
+  return PyModule_Create(&module_def);
+}

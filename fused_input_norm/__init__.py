@@ -1,0 +1,23 @@
+"""fused_input_norm: y = x * weight[c] + bias[c] in fp32, from uint8/uint16/float pixels to bf16/fp16/fp32.
+
+`import fused_input_norm` loads the compiled ops (torch.ops.fused_input_norm.*), their fake kernels, and
+the FusedInputNorm module.
+"""
+
+import json
+
+import torch
+
+from . import _C  # noqa: F401  (registers torch.ops.fused_input_norm.*)
+from .module import FusedInputNorm
+from .ops import affine, affine_out
+
+__all__ = ["FusedInputNorm", "affine", "affine_out", "build_info"]
+__version__ = "0.1.0"
+
+
+def build_info() -> dict:
+    """What was compiled: {"backends": ["cpu", "cuda"], "cuda_version": "13.0", "archs": ["sm_80", ...]}."""
+    info = json.loads(torch.ops.fused_input_norm.build_info())
+    info["torch"] = torch.__version__
+    return info

@@ -1,0 +1,79 @@
+"""Typed Python entry points for torch.ops.fused_input_norm.* and their fake (meta) kernels.
+
+The C++ kernels check every argument in eager mode. The fake kernels below run instead whenever any
+argument is a fake or meta tensor (torch.compile, torch.export, FakeTensorMode, a meta tensor mixed with
+real ones), so they repeat the checks that can be decided from metadata, with the same exception types.
+"""
+
+import torch
+from torch import Tensor
+
+INPUT_DTYPES = (torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32)
+OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def affine(
+    input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1, out_dtype: torch.dtype | None = None
+) -> Tensor:
+    """Returns `input * weight[c] + bias[c]` (c: index along `dim`), computed in fp32, as `out_dtype`.
+
+    out_dtype defaults to float32 for integer input and to input's dtype for floating input. The result
+    is contiguous, with input's shape.
+    """
+    return torch.ops.fused_input_norm.affine.default(input, weight, bias, dim, out_dtype)
+
+
+def affine_out(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1) -> None:
+    """Writes `input * weight[c] + bias[c]` into `out` (contiguous, input's shape); `out` may be `input`."""
+    torch.ops.fused_input_norm.affine_out.default(out, input, weight, bias, dim)
+
+
+def _names(dtypes) -> str:
+    return ", ".join(str(d) for d in dtypes)
+
+
+def _check_args(op: str, input: Tensor, weight: Tensor, bias: Tensor, dim: int) -> None:
+    if input.dtype not in INPUT_DTYPES:
+        raise TypeError(f"fused_input_norm.{op}: input must have one of the dtypes {_names(INPUT_DTYPES)}, got {input.dtype}")
+    if input.dim() < 1:
+        raise ValueError(f"fused_input_norm.{op}: input must have at least 1 dimension (the channel axis), got a 0-d tensor")
+    if not -input.dim() <= dim < input.dim():
+        raise IndexError(
+            f"fused_input_norm.{op}: dim must be in [{-input.dim()}, {input.dim() - 1}] for a {input.dim()}-D input, got {dim}"
+        )
+    channels = input.shape[dim]
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t.device != input.device:
+            raise RuntimeError(f"fused_input_norm.{op}: {name} must be on input's device {input.device}, got {t.device}")
+        if t.dtype != torch.float32:
+            raise TypeError(f"fused_input_norm.{op}: {name} must be a float32 tensor, got {t.dtype}")
+        if t.dim() != 1:
+            raise ValueError(f"fused_input_norm.{op}: {name} must be 1-D (one value per channel), got shape {list(t.shape)}")
+        if t.shape[0] != channels:
+            raise ValueError(
+                f"fused_input_norm.{op}: {name} must have one value per channel: length input.size({dim}) = {channels}, "
+                f"got {t.shape[0]}"
+            )
+
+
+@torch.library.register_fake("fused_input_norm::affine")
+def _affine_fake(input, weight, bias, dim=1, out_dtype=None):
+    _check_args("affine", input, weight, bias, dim)
+    if out_dtype is None:
+        out_dtype = input.dtype if input.dtype.is_floating_point else torch.float32
+    elif out_dtype not in OUTPUT_DTYPES:
+        raise TypeError(f"fused_input_norm.affine: out_dtype must be one of {_names(OUTPUT_DTYPES)}, got {out_dtype}")
+    return torch.empty(input.shape, dtype=out_dtype, device=input.device)
+
+
+@torch.library.register_fake("fused_input_norm::affine_out")
+def _affine_out_fake(out, input, weight, bias, dim=1):
+    _check_args("affine_out", input, weight, bias, dim)
+    if out.device != input.device:
+        raise RuntimeError(f"fused_input_norm.affine_out: out must be on input's device {input.device}, got {out.device}")
+    if out.dtype not in OUTPUT_DTYPES:
+        raise TypeError(f"fused_input_norm.affine_out: out must have one of the dtypes {_names(OUTPUT_DTYPES)}, got {out.dtype}")
+    if out.shape != input.shape:
+        raise ValueError(f"fused_input_norm.affine_out: out must have input's shape {list(input.shape)}, got {list(out.shape)}")
+    if not out.is_contiguous():
+        raise ValueError(f"fused_input_norm.affine_out: out must be contiguous, got stride {out.stride()}")

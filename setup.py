@@ -1,0 +1,80 @@
+"""Builds fused_input_norm._C: a CUDAExtension (hipified automatically on a ROCm torch) or a CppExtension.
+
+The GPU backend is chosen from the installed torch and the toolkit found, never from whether a GPU is
+present, so a GPU-less machine builds a CUDA wheel. Knobs (environment variables):
+  FUSED_INPUT_NORM_FORCE_CPU=1   build the CPU-only extension even where a CUDA/ROCm toolkit is found
+  TORCH_CUDA_ARCH_LIST           CUDA archs, e.g. "9.0" (default: "8.0;9.0+PTX")
+  PYTORCH_ROCM_ARCH              ROCm archs, e.g. "gfx90a;gfx942" (default: "gfx90a;gfx942")
+  MAX_JOBS                       parallel compile jobs
+"""
+
+import glob
+import os
+
+# torch guesses CUDA_HOME from the `nvcc` on PATH, which is a wrapper script in /usr/local/bin on some
+# machines (-> /usr/local, and linking fails); prefer the standard toolkit location when none is set.
+if not os.environ.get("CUDA_HOME") and not os.environ.get("CUDA_PATH") and os.path.exists("/usr/local/cuda/bin/nvcc"):
+    os.environ["CUDA_HOME"] = "/usr/local/cuda"
+
+import torch  # noqa: E402
+from setuptools import setup  # noqa: E402
+from torch.utils.cpp_extension import (  # noqa: E402
+    CUDA_HOME,
+    IS_HIP_EXTENSION,
+    BuildExtension,
+    CppExtension,
+    CUDAExtension,
+)
+
+DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
+DEFAULT_ROCM_ARCHS = "gfx90a;gfx942"
+
+
+def gpu_backend() -> str | None:
+    if os.environ.get("FUSED_INPUT_NORM_FORCE_CPU", "0") not in ("", "0"):
+        return None
+    if IS_HIP_EXTENSION:  # a ROCm torch with a ROCm toolkit: CUDAExtension hipifies csrc/ itself
+        return "hip"
+    if torch.version.cuda is not None and CUDA_HOME is not None:
+        return "cuda"
+    return None
+
+
+def extension():
+    here = os.path.dirname(os.path.abspath(__file__))
+    sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
+    backend = gpu_backend()
+    cxx_flags = ["-O3", "-fopenmp", "-fvisibility=hidden"]  # -fopenmp: at::parallel_for is OpenMP inline code
+    common = {
+        "include_dirs": [os.path.join(here, "csrc")],
+        "extra_link_args": ["-fopenmp"],
+        "py_limited_api": True,
+    }
+    macros = []
+    if backend is None:
+        print("fused_input_norm: building the CPU-only extension")
+        return CppExtension(
+            "fused_input_norm._C", sources, define_macros=macros, extra_compile_args={"cxx": cxx_flags}, **common
+        )
+    macros.append(("FIN_WITH_GPU", None))
+    if backend == "cuda":
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_CUDA_ARCHS)
+        print(f"fused_input_norm: building CUDA for {os.environ['TORCH_CUDA_ARCH_LIST']} with {CUDA_HOME}")
+    else:
+        os.environ.setdefault("PYTORCH_ROCM_ARCH", DEFAULT_ROCM_ARCHS)
+        macros.append(("FIN_GPU_ARCHS", '"' + os.environ["PYTORCH_ROCM_ARCH"] + '"'))
+        print(f"fused_input_norm: building HIP for {os.environ['PYTORCH_ROCM_ARCH']}")
+    return CUDAExtension(
+        "fused_input_norm._C",
+        sources + sorted(glob.glob(os.path.join("csrc", "*.cu"))),
+        define_macros=macros,
+        extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "-lineinfo"]},
+        **common,
+    )
+
+
+setup(
+    ext_modules=[extension()],
+    cmdclass={"build_ext": BuildExtension},
+    options={"bdist_wheel": {"py_limited_api": "cp39"}},
+)
