@@ -16,9 +16,9 @@ import os
 if not os.environ.get("CUDA_HOME") and not os.environ.get("CUDA_PATH") and os.path.exists("/usr/local/cuda/bin/nvcc"):
     os.environ["CUDA_HOME"] = "/usr/local/cuda"
 
-import torch  # noqa: E402
-from setuptools import setup  # noqa: E402
-from torch.utils.cpp_extension import (  # noqa: E402
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import (
     CUDA_HOME,
     IS_HIP_EXTENSION,
     BuildExtension,

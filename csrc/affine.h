@@ -24,8 +24,8 @@ struct AffinePlan {
 
 // The checks run before any kernel and raise a Python ValueError, TypeError, IndexError or RuntimeError
 // (device mismatch) whose message names the argument and what was expected.
-void check_affine_args(const char* op, const at::Tensor& input, const at::Tensor& weight,
-                       const at::Tensor& bias, int64_t dim);
+void check_affine_args(const char* op, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                       int64_t dim);
 // affine's output dtype: out_dtype if given (checked), else float32 for integer input, else input's dtype.
 at::ScalarType affine_output_dtype(const at::Tensor& input, std::optional<at::ScalarType> out_dtype);
 // affine_out's `out`: device, dtype, shape, contiguity, and no partial overlap with input.
@@ -37,8 +37,8 @@ AffinePlan plan_affine(const at::Tensor& input, int64_t dim);
 // The two ops for any backend, given `run(out, input, weight, bias, dim)`, the backend's unchecked
 // kernel launch: check everything first, then write.
 template <typename Impl>
-at::Tensor affine_allocating(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
-                             int64_t dim, std::optional<at::ScalarType> out_dtype, Impl impl) {
+at::Tensor affine_allocating(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, int64_t dim,
+                             std::optional<at::ScalarType> out_dtype, Impl impl) {
   check_affine_args("affine", input, weight, bias, dim);
   const at::ScalarType dtype = affine_output_dtype(input, out_dtype);
   at::Tensor out = at::empty(input.sizes(), input.options().dtype(dtype));

@@ -81,8 +81,8 @@ void affine_cpu_kernel(const in_t* in, out_t* out, const float* weight, const fl
   });
 }
 
-void run_affine_cpu(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight,
-                    const at::Tensor& bias, int64_t dim) {
+void run_affine_cpu(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                    int64_t dim) {
   const AffinePlan plan = plan_affine(input, dim);
   if (plan.numel == 0) return;
   FIN_DISPATCH_IN_OUT(plan.source.scalar_type(), out.scalar_type(), [&] {

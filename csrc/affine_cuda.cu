@@ -42,8 +42,8 @@ unsigned grid_for(int64_t work_items, int device) {
 
 bool is_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kBytesPerLoad == 0; }
 
-void run_affine_cuda(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight,
-                     const at::Tensor& bias, int64_t dim) {
+void run_affine_cuda(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                     int64_t dim) {
   const AffinePlan plan = plan_affine(input, dim);
   if (plan.numel == 0) return;
   const c10::cuda::CUDAGuard guard(input.device());
@@ -60,13 +60,13 @@ void run_affine_cuda(const at::Tensor& out, const at::Tensor& input, const at::T
       const unsigned grid = grid_for((plan.numel + vec - 1) / vec, device);
       if (plan.numel <= std::numeric_limits<int32_t>::max()) {
         // 32-bit indexing: the per-vector division is several times cheaper.
-        affine_contiguous_kernel<in_t, out_t, uint32_t><<<grid, kThreads, 0, stream>>>(
-            in, y, w, b, static_cast<uint32_t>(plan.numel), static_cast<uint32_t>(plan.inner),
-            static_cast<uint32_t>(plan.channels));
+        affine_contiguous_kernel<in_t, out_t, uint32_t>
+            <<<grid, kThreads, 0, stream>>>(in, y, w, b, static_cast<uint32_t>(plan.numel),
+                                            static_cast<uint32_t>(plan.inner), static_cast<uint32_t>(plan.channels));
       } else {
-        affine_contiguous_kernel<in_t, out_t, uint64_t><<<grid, kThreads, 0, stream>>>(
-            in, y, w, b, static_cast<uint64_t>(plan.numel), static_cast<uint64_t>(plan.inner),
-            static_cast<uint64_t>(plan.channels));
+        affine_contiguous_kernel<in_t, out_t, uint64_t>
+            <<<grid, kThreads, 0, stream>>>(in, y, w, b, static_cast<uint64_t>(plan.numel),
+                                            static_cast<uint64_t>(plan.inner), static_cast<uint64_t>(plan.channels));
       }
     } else {
       affine_strided_kernel<in_t, out_t>
@@ -81,8 +81,8 @@ at::Tensor affine_cuda(const at::Tensor& input, const at::Tensor& weight, const 
   return affine_allocating(input, weight, bias, dim, out_dtype, run_affine_cuda);
 }
 
-void affine_out_cuda(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight,
-                     const at::Tensor& bias, int64_t dim) {
+void affine_out_cuda(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                     int64_t dim) {
   affine_out_checked(out, input, weight, bias, dim, run_affine_cuda);
 }
 
@@ -107,7 +107,8 @@ std::string gpu_build_fields() {
   // nvcc defines __CUDA_ARCH_LIST__ (e.g. 800,900) in every pass: the archs it really generated code for.
 #if defined(__CUDA_ARCH_LIST__)
   constexpr int archs[] = {__CUDA_ARCH_LIST__};
-  for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); ++i) s << (i ? ", " : "") << "\"sm_" << archs[i] / 10 << "\"";
+  for (size_t i = 0; i < sizeof(archs) / sizeof(archs[0]); ++i)
+    s << (i ? ", " : "") << "\"sm_" << archs[i] / 10 << "\"";
 #endif
   s << "]";
   return s.str();

@@ -9,42 +9,58 @@
 namespace fused_input_norm {
 
 // c10's Half/BFloat16 are a bare uint16_t; the torch-free kernels take these layout-identical structs.
-template <c10::ScalarType> struct KernelType;
-template <> struct KernelType<c10::ScalarType::Byte> { using type = uint8_t; };
-template <> struct KernelType<c10::ScalarType::UInt16> { using type = uint16_t; };
-template <> struct KernelType<c10::ScalarType::Half> { using type = half_bits; };
-template <> struct KernelType<c10::ScalarType::BFloat16> { using type = bfloat16_bits; };
-template <> struct KernelType<c10::ScalarType::Float> { using type = float; };
+template <c10::ScalarType>
+struct KernelType;
+template <>
+struct KernelType<c10::ScalarType::Byte> {
+  using type = uint8_t;
+};
+template <>
+struct KernelType<c10::ScalarType::UInt16> {
+  using type = uint16_t;
+};
+template <>
+struct KernelType<c10::ScalarType::Half> {
+  using type = half_bits;
+};
+template <>
+struct KernelType<c10::ScalarType::BFloat16> {
+  using type = bfloat16_bits;
+};
+template <>
+struct KernelType<c10::ScalarType::Float> {
+  using type = float;
+};
 
-#define FIN_OUT_CASE(IN, OUT, ...)                                \
-  case c10::ScalarType::OUT: {                                    \
-    using in_t = ::fused_input_norm::KernelType<c10::ScalarType::IN>::type;  \
+#define FIN_OUT_CASE(IN, OUT, ...)                                            \
+  case c10::ScalarType::OUT: {                                                \
+    using in_t = ::fused_input_norm::KernelType<c10::ScalarType::IN>::type;   \
     using out_t = ::fused_input_norm::KernelType<c10::ScalarType::OUT>::type; \
-    __VA_ARGS__();                                                \
-    break;                                                        \
+    __VA_ARGS__();                                                            \
+    break;                                                                    \
   }
 
-#define FIN_IN_CASE(IN, OUT_DTYPE, ...)                                       \
-  case c10::ScalarType::IN:                                                   \
-    switch (OUT_DTYPE) {                                                      \
-      FIN_OUT_CASE(IN, Half, __VA_ARGS__)                                     \
-      FIN_OUT_CASE(IN, BFloat16, __VA_ARGS__)                                 \
-      FIN_OUT_CASE(IN, Float, __VA_ARGS__)                                    \
-      default:                                                                \
+#define FIN_IN_CASE(IN, OUT_DTYPE, ...)                                               \
+  case c10::ScalarType::IN:                                                           \
+    switch (OUT_DTYPE) {                                                              \
+      FIN_OUT_CASE(IN, Half, __VA_ARGS__)                                             \
+      FIN_OUT_CASE(IN, BFloat16, __VA_ARGS__)                                         \
+      FIN_OUT_CASE(IN, Float, __VA_ARGS__)                                            \
+      default:                                                                        \
         TORCH_CHECK(false, "fused_input_norm: unsupported output dtype ", OUT_DTYPE); \
-    }                                                                         \
+    }                                                                                 \
     break;
 
 // Runs the lambda __VA_ARGS__ with in_t/out_t bound to the kernel types of the two dtypes. The dtypes
 // were checked before (check_affine_args): the defaults are unreachable from the ops.
-#define FIN_DISPATCH_IN_OUT(IN_DTYPE, OUT_DTYPE, ...)                          \
-  switch (IN_DTYPE) {                                                          \
-    FIN_IN_CASE(Byte, OUT_DTYPE, __VA_ARGS__)                                  \
-    FIN_IN_CASE(UInt16, OUT_DTYPE, __VA_ARGS__)                                \
-    FIN_IN_CASE(Half, OUT_DTYPE, __VA_ARGS__)                                  \
-    FIN_IN_CASE(BFloat16, OUT_DTYPE, __VA_ARGS__)                              \
-    FIN_IN_CASE(Float, OUT_DTYPE, __VA_ARGS__)                                 \
-    default:                                                                   \
+#define FIN_DISPATCH_IN_OUT(IN_DTYPE, OUT_DTYPE, ...)                             \
+  switch (IN_DTYPE) {                                                             \
+    FIN_IN_CASE(Byte, OUT_DTYPE, __VA_ARGS__)                                     \
+    FIN_IN_CASE(UInt16, OUT_DTYPE, __VA_ARGS__)                                   \
+    FIN_IN_CASE(Half, OUT_DTYPE, __VA_ARGS__)                                     \
+    FIN_IN_CASE(BFloat16, OUT_DTYPE, __VA_ARGS__)                                 \
+    FIN_IN_CASE(Float, OUT_DTYPE, __VA_ARGS__)                                    \
+    default:                                                                      \
       TORCH_CHECK(false, "fused_input_norm: unsupported input dtype ", IN_DTYPE); \
   }
 

@@ -1,14 +1,13 @@
 // Schemas of every fused_input_norm op, the checks both backends share, and the Python module stub.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
+#include <Python.h>
 #include <torch/library.h>
 
 #include <sstream>
 #include <string>
 
 #include "affine.h"
-
-#include <Python.h>
 
 namespace fused_input_norm {
 
@@ -23,22 +22,38 @@ namespace {
 // Python spellings, since the messages surface as Python exceptions.
 std::string py_dtype(at::ScalarType t) {
   switch (t) {
-    case at::kByte: return "torch.uint8";
-    case at::kChar: return "torch.int8";
-    case at::kShort: return "torch.int16";
-    case at::kInt: return "torch.int32";
-    case at::kLong: return "torch.int64";
-    case at::kUInt16: return "torch.uint16";
-    case at::kUInt32: return "torch.uint32";
-    case at::kUInt64: return "torch.uint64";
-    case at::kHalf: return "torch.float16";
-    case at::kBFloat16: return "torch.bfloat16";
-    case at::kFloat: return "torch.float32";
-    case at::kDouble: return "torch.float64";
-    case at::kBool: return "torch.bool";
-    case at::kComplexFloat: return "torch.complex64";
-    case at::kComplexDouble: return "torch.complex128";
-    default: return std::string("torch.") + c10::toString(t);
+    case at::kByte:
+      return "torch.uint8";
+    case at::kChar:
+      return "torch.int8";
+    case at::kShort:
+      return "torch.int16";
+    case at::kInt:
+      return "torch.int32";
+    case at::kLong:
+      return "torch.int64";
+    case at::kUInt16:
+      return "torch.uint16";
+    case at::kUInt32:
+      return "torch.uint32";
+    case at::kUInt64:
+      return "torch.uint64";
+    case at::kHalf:
+      return "torch.float16";
+    case at::kBFloat16:
+      return "torch.bfloat16";
+    case at::kFloat:
+      return "torch.float32";
+    case at::kDouble:
+      return "torch.float64";
+    case at::kBool:
+      return "torch.bool";
+    case at::kComplexFloat:
+      return "torch.complex64";
+    case at::kComplexDouble:
+      return "torch.complex128";
+    default:
+      return std::string("torch.") + c10::toString(t);
   }
 }
 
@@ -51,8 +66,8 @@ bool is_output_dtype(at::ScalarType t) { return t == at::kHalf || t == at::kBFlo
 constexpr const char* kInputDtypes = "torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32";
 constexpr const char* kOutputDtypes = "torch.float16, torch.bfloat16, torch.float32";
 
-void check_channel_vector(const char* op, const char* name, const at::Tensor& t, const at::Tensor& input,
-                          int64_t dim, int64_t channels) {
+void check_channel_vector(const char* op, const char* name, const at::Tensor& t, const at::Tensor& input, int64_t dim,
+                          int64_t channels) {
   TORCH_CHECK(t.device() == input.device(), "fused_input_norm.", op, ": ", name, " must be on input's device ",
               input.device(), ", got ", t.device());
   TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, "fused_input_norm.", op, ": ", name,
@@ -60,8 +75,7 @@ void check_channel_vector(const char* op, const char* name, const at::Tensor& t,
   TORCH_CHECK_VALUE(t.dim() == 1, "fused_input_norm.", op, ": ", name, " must be 1-D (one value per channel), got ",
                     t.dim(), "-D shape ", t.sizes());
   TORCH_CHECK_VALUE(t.size(0) == channels, "fused_input_norm.", op, ": ", name,
-                    " must have one value per channel: length input.size(", dim, ") = ", channels, ", got ",
-                    t.size(0));
+                    " must have one value per channel: length input.size(", dim, ") = ", channels, ", got ", t.size(0));
   TORCH_CHECK_VALUE(t.is_contiguous(), "fused_input_norm.", op, ": ", name, " must be contiguous, got stride ",
                     t.strides());
 }
@@ -93,8 +107,8 @@ bool make_strided_layout(const at::Tensor& input, int64_t dim, StridedLayout* la
 
 }  // namespace
 
-void check_affine_args(const char* op, const at::Tensor& input, const at::Tensor& weight,
-                       const at::Tensor& bias, int64_t dim) {
+void check_affine_args(const char* op, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                       int64_t dim) {
   TORCH_CHECK_TYPE(is_input_dtype(input.scalar_type()), "fused_input_norm.", op, ": input must have one of the dtypes ",
                    kInputDtypes, ", got ", py_dtype(input.scalar_type()));
   TORCH_CHECK_VALUE(input.dim() >= 1, "fused_input_norm.", op,
@@ -111,8 +125,8 @@ at::ScalarType affine_output_dtype(const at::Tensor& input, std::optional<at::Sc
   if (!out_dtype.has_value()) {
     return at::isFloatingType(input.scalar_type()) ? input.scalar_type() : at::kFloat;
   }
-  TORCH_CHECK_TYPE(is_output_dtype(*out_dtype), "fused_input_norm.affine: out_dtype must be one of ",
-                   kOutputDtypes, ", got ", py_dtype(*out_dtype));
+  TORCH_CHECK_TYPE(is_output_dtype(*out_dtype), "fused_input_norm.affine: out_dtype must be one of ", kOutputDtypes,
+                   ", got ", py_dtype(*out_dtype));
   return *out_dtype;
 }
 

@@ -18,8 +18,10 @@ Number = int | float
 def _per_channel(name: str, value: Number | Sequence[Number] | torch.Tensor, channel: int) -> list[float]:
     if isinstance(value, torch.Tensor):
         if value.device.type != "cpu":
-            raise ValueError(f"FusedInputNorm: {name} must be given on the CPU (a list, a float or a CPU tensor), "
-                             f"got a tensor on {value.device}: reading it would synchronize the device")
+            raise ValueError(
+                f"FusedInputNorm: {name} must be given on the CPU (a list, a float or a CPU tensor), "
+                f"got a tensor on {value.device}: reading it would synchronize the device"
+            )
         value = value.flatten().tolist()
     values = [float(value)] * channel if isinstance(value, int | float) else [float(v) for v in value]
     if len(values) != channel:

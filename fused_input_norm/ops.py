@@ -12,9 +12,7 @@ INPUT_DTYPES = (torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.
 OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def affine(
-    input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1, out_dtype: torch.dtype | None = None
-) -> Tensor:
+def affine(input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1, out_dtype: torch.dtype | None = None) -> Tensor:
     """Returns `input * weight[c] + bias[c]` (c: index along `dim`), computed in fp32, as `out_dtype`.
 
     out_dtype defaults to float32 for integer input and to input's dtype for floating input. The result
@@ -34,9 +32,13 @@ def _names(dtypes) -> str:
 
 def _check_args(op: str, input: Tensor, weight: Tensor, bias: Tensor, dim: int) -> None:
     if input.dtype not in INPUT_DTYPES:
-        raise TypeError(f"fused_input_norm.{op}: input must have one of the dtypes {_names(INPUT_DTYPES)}, got {input.dtype}")
+        raise TypeError(
+            f"fused_input_norm.{op}: input must have one of the dtypes {_names(INPUT_DTYPES)}, got {input.dtype}"
+        )
     if input.dim() < 1:
-        raise ValueError(f"fused_input_norm.{op}: input must have at least 1 dimension (the channel axis), got a 0-d tensor")
+        raise ValueError(
+            f"fused_input_norm.{op}: input must have at least 1 dimension (the channel axis), got a 0-d tensor"
+        )
     if not -input.dim() <= dim < input.dim():
         raise IndexError(
             f"fused_input_norm.{op}: dim must be in [{-input.dim()}, {input.dim() - 1}] for a {input.dim()}-D input, got {dim}"
@@ -44,11 +46,15 @@ def _check_args(op: str, input: Tensor, weight: Tensor, bias: Tensor, dim: int) 
     channels = input.shape[dim]
     for name, t in (("weight", weight), ("bias", bias)):
         if t.device != input.device:
-            raise RuntimeError(f"fused_input_norm.{op}: {name} must be on input's device {input.device}, got {t.device}")
+            raise RuntimeError(
+                f"fused_input_norm.{op}: {name} must be on input's device {input.device}, got {t.device}"
+            )
         if t.dtype != torch.float32:
             raise TypeError(f"fused_input_norm.{op}: {name} must be a float32 tensor, got {t.dtype}")
         if t.dim() != 1:
-            raise ValueError(f"fused_input_norm.{op}: {name} must be 1-D (one value per channel), got shape {list(t.shape)}")
+            raise ValueError(
+                f"fused_input_norm.{op}: {name} must be 1-D (one value per channel), got shape {list(t.shape)}"
+            )
         if t.shape[0] != channels:
             raise ValueError(
                 f"fused_input_norm.{op}: {name} must have one value per channel: length input.size({dim}) = {channels}, "
@@ -70,10 +76,16 @@ def _affine_fake(input, weight, bias, dim=1, out_dtype=None):
 def _affine_out_fake(out, input, weight, bias, dim=1):
     _check_args("affine_out", input, weight, bias, dim)
     if out.device != input.device:
-        raise RuntimeError(f"fused_input_norm.affine_out: out must be on input's device {input.device}, got {out.device}")
+        raise RuntimeError(
+            f"fused_input_norm.affine_out: out must be on input's device {input.device}, got {out.device}"
+        )
     if out.dtype not in OUTPUT_DTYPES:
-        raise TypeError(f"fused_input_norm.affine_out: out must have one of the dtypes {_names(OUTPUT_DTYPES)}, got {out.dtype}")
+        raise TypeError(
+            f"fused_input_norm.affine_out: out must have one of the dtypes {_names(OUTPUT_DTYPES)}, got {out.dtype}"
+        )
     if out.shape != input.shape:
-        raise ValueError(f"fused_input_norm.affine_out: out must have input's shape {list(input.shape)}, got {list(out.shape)}")
+        raise ValueError(
+            f"fused_input_norm.affine_out: out must have input's shape {list(input.shape)}, got {list(out.shape)}"
+        )
     if not out.is_contiguous():
         raise ValueError(f"fused_input_norm.affine_out: out must be contiguous, got stride {out.stride()}")

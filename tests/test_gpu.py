@@ -47,7 +47,9 @@ def test_cuda_graph_replay_is_bit_identical_to_eager():
     with torch.cuda.graph(graph):
         affine_out(static_out, static_in, norm.weight, norm.bias, 1)
     for seed in range(3):
-        static_in.copy_(torch.randint(0, 256, static_in.shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(seed)))
+        static_in.copy_(
+            torch.randint(0, 256, static_in.shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+        )
         static_out.fill_(float("nan"))
         graph.replay()
         eager = affine(static_in, norm.weight, norm.bias, 1, torch.bfloat16)

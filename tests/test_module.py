@@ -146,5 +146,5 @@ def test_bad_forward_input(shape, kwargs, error, match):
 @pytest.mark.parametrize("visual_dtype", [torch.int32, torch.uint8, torch.bool, "bfloat16"])
 def test_non_floating_visual_dtype(visual_dtype):
     for norm in (FusedInputNorm(*NON_IDENTITY), FusedInputNorm.identity()):
-        with pytest.raises(TypeError, match="visual_dtype must be a floating torch.dtype"):
+        with pytest.raises(TypeError, match=r"visual_dtype must be a floating torch\.dtype"):
             norm(torch.zeros(2, 3, 4, 4, dtype=torch.uint8), visual_dtype)

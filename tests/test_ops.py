@@ -187,9 +187,18 @@ def test_opcheck(device):
     weight, bias = random_affine(3, gen)
     weight, bias = weight.to(device), bias.to(device)
     cases = [
-        (torch.ops.fused_input_norm.affine.default, (random_input((4, 3, 10), torch.uint8, device, gen), weight, bias, 1, torch.bfloat16)),
-        (torch.ops.fused_input_norm.affine.default, (random_input((2, 5, 5, 3), torch.float32, device, gen), weight, bias, -1, None)),
-        (torch.ops.fused_input_norm.affine_out.default, (torch.empty(4, 3, 10, device=device), random_input((4, 3, 10), torch.uint8, device, gen), weight, bias, 1)),
+        (
+            torch.ops.fused_input_norm.affine.default,
+            (random_input((4, 3, 10), torch.uint8, device, gen), weight, bias, 1, torch.bfloat16),
+        ),
+        (
+            torch.ops.fused_input_norm.affine.default,
+            (random_input((2, 5, 5, 3), torch.float32, device, gen), weight, bias, -1, None),
+        ),
+        (
+            torch.ops.fused_input_norm.affine_out.default,
+            (torch.empty(4, 3, 10, device=device), random_input((4, 3, 10), torch.uint8, device, gen), weight, bias, 1),
+        ),
     ]
     for op, args in cases:
         torch.library.opcheck(op, args)
