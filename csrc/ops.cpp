@@ -105,6 +105,23 @@ bool make_strided_layout(const at::Tensor& input, int64_t dim, StridedLayout* la
   return true;
 }
 
+// True when out and input touch some common bytes without being the very same elements (an exact alias is
+// an in-place call). get_overlap_status alone answers TooHard for any strided input, even one in another
+// allocation, so first compare allocations, then byte extents.
+bool shares_memory_partially(const at::Tensor& out, const at::Tensor& input) {
+  if (out.numel() == 0 || input.numel() == 0 || !out.storage().is_alias_of(input.storage())) return false;
+  if (at::get_overlap_status(out, input) == at::MemOverlapStatus::Full) return false;
+  const auto extent = [](const at::Tensor& t) {
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+    return std::make_pair(begin, begin + (last + 1) * t.element_size());
+  };
+  const auto [out_begin, out_end] = extent(out);
+  const auto [in_begin, in_end] = extent(input);
+  return out_begin < in_end && in_begin < out_end;
+}
+
 }  // namespace
 
 void check_affine_args(const char* op, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
@@ -139,8 +156,7 @@ void check_out_arg(const at::Tensor& out, const at::Tensor& input) {
                     input.sizes(), ", got ", out.sizes());
   TORCH_CHECK_VALUE(out.is_contiguous(), "fused_input_norm.affine_out: out must be contiguous, got stride ",
                     out.strides());
-  const at::MemOverlapStatus overlap = at::get_overlap_status(out, input);
-  TORCH_CHECK_VALUE(overlap == at::MemOverlapStatus::No || overlap == at::MemOverlapStatus::Full,
+  TORCH_CHECK_VALUE(!shares_memory_partially(out, input),
                     "fused_input_norm.affine_out: out partially overlaps input; pass out=input exactly to "
                     "normalize in place, or a separate buffer");
 }

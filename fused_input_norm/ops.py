@@ -18,12 +18,23 @@ def affine(input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1, out_dtype:
     out_dtype defaults to float32 for integer input and to input's dtype for floating input. The result
     is contiguous, with input's shape.
     """
+    _check_types("affine", input=input, weight=weight, bias=bias, dim=dim)
     return torch.ops.fused_input_norm.affine.default(input, weight, bias, dim, out_dtype)
 
 
 def affine_out(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1) -> None:
     """Writes `input * weight[c] + bias[c]` into `out` (contiguous, input's shape); `out` may be `input`."""
+    _check_types("affine_out", out=out, input=input, weight=weight, bias=bias, dim=dim)
     torch.ops.fused_input_norm.affine_out.default(out, input, weight, bias, dim)
+
+
+def _check_types(op: str, dim: object, **tensors: object) -> None:
+    # The dispatcher would reject these too, but as a RuntimeError; a wrong Python type is a TypeError.
+    for name, value in tensors.items():
+        if not isinstance(value, Tensor):
+            raise TypeError(f"fused_input_norm.{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        raise TypeError(f"fused_input_norm.{op}: dim must be an int, got {type(dim).__name__}")
 
 
 def _names(dtypes) -> str:

@@ -1,0 +1,255 @@
+"""Bad input: a Python exception of the right kind naming the argument, raised before any kernel runs,
+and nothing written into `out` (checked with a sentinel fill)."""
+
+import pytest
+import torch
+from conftest import DEVICES
+
+from fused_input_norm import affine, affine_out
+
+SENTINEL = 1234.5
+
+
+def good(device):
+    """A valid call's arguments: input [2, 3, 5] uint8, weight/bias [3], dim=1, out float32."""
+    return {
+        "input": torch.randint(0, 256, (2, 3, 5), dtype=torch.uint8, device=device),
+        "weight": torch.rand(3, device=device),
+        "bias": torch.rand(3, device=device),
+        "dim": 1,
+    }
+
+
+def replace(**changes):
+    """A case that alters the good call: each value is a function of the device."""
+    return lambda device: good(device) | {k: fn(device) for k, fn in changes.items()}
+
+
+# (name, arguments, exception, message) for both affine and affine_out.
+BAD_ARGS = [
+    (
+        "weight-too-long",
+        replace(weight=lambda d: torch.rand(4, device=d)),
+        ValueError,
+        r"weight must have one value per channel: length input.size\(1\) = 3, got 4",
+    ),
+    (
+        "weight-too-short",
+        replace(weight=lambda d: torch.rand(2, device=d)),
+        ValueError,
+        r"weight must have one value per channel.*got 2",
+    ),
+    (
+        "bias-too-long",
+        replace(bias=lambda d: torch.rand(5, device=d)),
+        ValueError,
+        r"bias must have one value per channel.*got 5",
+    ),
+    (
+        "bias-too-short",
+        replace(bias=lambda d: torch.rand(1, device=d)),
+        ValueError,
+        r"bias must have one value per channel.*got 1",
+    ),
+    ("weight-2d", replace(weight=lambda d: torch.rand(3, 1, device=d)), ValueError, r"weight must be 1-D .*got 2-D"),
+    ("bias-0d", replace(bias=lambda d: torch.tensor(1.0, device=d)), ValueError, r"bias must be 1-D .*got 0-D"),
+    (
+        "weight-int64",
+        replace(weight=lambda d: torch.ones(3, dtype=torch.int64, device=d)),
+        TypeError,
+        r"weight must be a float32 tensor, got torch\.int64",
+    ),
+    (
+        "weight-float64",
+        replace(weight=lambda d: torch.ones(3, dtype=torch.float64, device=d)),
+        TypeError,
+        r"weight must be a float32 tensor, got torch\.float64",
+    ),
+    (
+        "bias-float16",
+        replace(bias=lambda d: torch.ones(3, dtype=torch.float16, device=d)),
+        TypeError,
+        r"bias must be a float32 tensor, got torch\.float16",
+    ),
+    (
+        "weight-non-contiguous",
+        replace(weight=lambda d: torch.rand(6, device=d)[::2]),
+        ValueError,
+        r"weight must be contiguous",
+    ),
+    ("weight-list", replace(weight=lambda d: [1.0, 1.0, 1.0]), TypeError, r"weight must be a torch\.Tensor, got list"),
+    ("bias-none", replace(bias=lambda d: None), TypeError, r"bias must be a torch\.Tensor, got NoneType"),
+    (
+        "weight-on-meta",
+        replace(weight=lambda d: torch.rand(3, device="meta")),
+        RuntimeError,
+        r"weight must be on input's device",
+    ),
+    (
+        "bias-on-meta",
+        replace(bias=lambda d: torch.rand(3, device="meta")),
+        RuntimeError,
+        r"bias must be on input's device",
+    ),
+    ("dim-too-large", replace(dim=lambda d: 3), IndexError, r"dim must be in \[-3, 2\] for a 3-D input, got 3"),
+    ("dim-too-negative", replace(dim=lambda d: -4), IndexError, r"dim must be in \[-3, 2\] for a 3-D input, got -4"),
+    ("dim-float", replace(dim=lambda d: 1.0), TypeError, r"dim must be an int, got float"),
+    (
+        "input-bool",
+        replace(input=lambda d: torch.zeros(2, 3, 5, dtype=torch.bool, device=d)),
+        TypeError,
+        r"input must have one of the dtypes torch\.uint8, torch\.uint16, torch\.float16, torch\.bfloat16, torch\.float32, got torch\.bool",
+    ),
+    (
+        "input-int64",
+        replace(input=lambda d: torch.zeros(2, 3, 5, dtype=torch.int64, device=d)),
+        TypeError,
+        r"input must have one of the dtypes .*got torch\.int64",
+    ),
+    (
+        "input-int8",
+        replace(input=lambda d: torch.zeros(2, 3, 5, dtype=torch.int8, device=d)),
+        TypeError,
+        r"got torch\.int8",
+    ),
+    (
+        "input-float64",
+        replace(input=lambda d: torch.zeros(2, 3, 5, dtype=torch.float64, device=d)),
+        TypeError,
+        r"got torch\.float64",
+    ),
+    (
+        "input-complex",
+        replace(input=lambda d: torch.zeros(2, 3, 5, dtype=torch.complex64, device=d)),
+        TypeError,
+        r"got torch\.complex64",
+    ),
+    (
+        "input-0d",
+        replace(input=lambda d: torch.tensor(7, dtype=torch.uint8, device=d), dim=lambda d: 0),
+        ValueError,
+        r"input must have at least 1 dimension",
+    ),
+    (
+        "input-on-meta",
+        replace(input=lambda d: torch.zeros(2, 3, 5, dtype=torch.uint8, device="meta")),
+        RuntimeError,
+        r"must be on input's device meta",
+    ),
+]
+
+
+def call_affine(args, out_dtype=torch.float32):
+    return affine(args["input"], args["weight"], args["bias"], args["dim"], out_dtype)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("make_args,error,match", [pytest.param(*case[1:], id=case[0]) for case in BAD_ARGS])
+def test_affine_rejects(device, make_args, error, match):
+    with pytest.raises(error, match=match):
+        call_affine(make_args(device))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("make_args,error,match", [pytest.param(*case[1:], id=case[0]) for case in BAD_ARGS])
+def test_affine_out_rejects_and_leaves_out_untouched(device, make_args, error, match):
+    args = make_args(device)
+    shape = args["input"].shape if isinstance(args["input"], torch.Tensor) else (2, 3, 5)
+    out = torch.full(shape, SENTINEL, dtype=torch.float32, device=device)
+    with pytest.raises(error, match=match.replace("affine", "affine_out")):
+        affine_out(out, args["input"], args["weight"], args["bias"], args["dim"])
+    assert bool((out == SENTINEL).all()), "a rejected call wrote into out"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("out_dtype", [torch.int32, torch.uint8, torch.bool, torch.float64, torch.complex64], ids=str)
+def test_bad_out_dtype(device, out_dtype):
+    with pytest.raises(
+        TypeError, match=r"out_dtype must be one of torch\.float16, torch\.bfloat16, torch\.float32, got"
+    ):
+        call_affine(good(device), out_dtype)
+
+
+def bad_out_cases(device):
+    """(name, out, input, error, message): `out` itself is wrong; weight/bias/dim are fine."""
+    x = torch.randint(0, 256, (2, 3, 5), dtype=torch.uint8, device=device)
+    storage = torch.full((64,), SENTINEL, device=device)
+    xf = storage[0:30].view(2, 3, 5)
+    return [
+        (
+            "shape",
+            torch.full((2, 3, 6), SENTINEL, device=device),
+            x,
+            ValueError,
+            r"out must have input's shape \[2, 3, 5\], got \[2, 3, 6\]",
+        ),
+        ("rank", torch.full((6, 5), SENTINEL, device=device), x, ValueError, r"out must have input's shape"),
+        (
+            "dtype-int32",
+            torch.full((2, 3, 5), 77, dtype=torch.int32, device=device),
+            x,
+            TypeError,
+            r"out must have one of the dtypes .*got torch\.int32",
+        ),
+        (
+            "dtype-float64",
+            torch.full((2, 3, 5), SENTINEL, dtype=torch.float64, device=device),
+            x,
+            TypeError,
+            r"got torch\.float64",
+        ),
+        (
+            "non-contiguous",
+            torch.full((2, 5, 3), SENTINEL, device=device).transpose(1, 2),
+            x,
+            ValueError,
+            r"out must be contiguous",
+        ),
+        ("device-meta", torch.empty((2, 3, 5), device="meta"), x, RuntimeError, r"out must be on input's device"),
+        ("partial-overlap", storage[4:34].view(2, 3, 5), xf, ValueError, r"out partially overlaps input"),
+        ("same-storage-shifted-by-one", storage[1:31].view(2, 3, 5), xf, ValueError, r"partially overlaps"),
+    ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    "case",
+    range(8),
+    ids=lambda i: [
+        "shape",
+        "rank",
+        "dtype-int32",
+        "dtype-float64",
+        "non-contiguous",
+        "device-meta",
+        "partial-overlap",
+        "shifted-by-one",
+    ][i],
+)
+def test_bad_out(device, case):
+    name, out, x, error, match = bad_out_cases(device)[case]
+    before = out.clone() if out.device.type != "meta" else None
+    input_before = x.clone()
+    with pytest.raises(error, match=match):
+        affine_out(out, x, torch.rand(3, device=device), torch.rand(3, device=device), 1)
+    if before is not None:
+        assert torch.equal(out, before), f"{name}: a rejected call wrote into out"
+    assert torch.equal(x, input_before)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_exact_alias_is_in_place_not_an_error(device):
+    x = torch.arange(30, dtype=torch.float32, device=device).view(2, 3, 5)
+    affine_out(x, x, torch.full((3,), 2.0, device=device), torch.full((3,), 1.0, device=device), 1)
+    assert torch.equal(x, torch.arange(30, dtype=torch.float32, device=device).view(2, 3, 5) * 2 + 1)
+
+
+def test_at_least_30_distinct_bad_inputs():
+    """The battery's size, counted from the tables above and the module's (tests/test_module.py)."""
+    import test_module
+
+    op_cases = len(BAD_ARGS) + 5 + len(bad_out_cases("cpu"))
+    module_cases = len(test_module.test_bad_construction.pytestmark[0].args[1]) + len(
+        test_module.test_bad_forward_input.pytestmark[0].args[1]
+    )
+    assert op_cases + module_cases >= 30
