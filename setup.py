@@ -3,6 +3,7 @@
 The GPU backend is chosen from the installed torch and the toolkit found, never from whether a GPU is
 present, so a GPU-less machine builds a CUDA wheel. Knobs (environment variables):
   FUSED_INPUT_NORM_FORCE_CPU=1   build the CPU-only extension even where a CUDA/ROCm toolkit is found
+  FUSED_INPUT_NORM_SANITIZE=1    CPU-only build with AddressSanitizer + UBSan (scripts/sanitize.sh)
   TORCH_CUDA_ARCH_LIST           CUDA archs, e.g. "9.0" (default: "8.0;9.0+PTX")
   PYTORCH_ROCM_ARCH              ROCm archs, e.g. "gfx90a;gfx942" (default: "gfx90a;gfx942")
   MAX_JOBS                       parallel compile jobs
@@ -30,8 +31,16 @@ DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
 DEFAULT_ROCM_ARCHS = "gfx90a;gfx942"
 
 
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "0") not in ("", "0")
+
+
+SANITIZE = env_flag("FUSED_INPUT_NORM_SANITIZE")
+SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g"]
+
+
 def gpu_backend() -> str | None:
-    if os.environ.get("FUSED_INPUT_NORM_FORCE_CPU", "0") not in ("", "0"):
+    if env_flag("FUSED_INPUT_NORM_FORCE_CPU") or SANITIZE:
         return None
     if IS_HIP_EXTENSION:  # a ROCm torch with a ROCm toolkit: CUDAExtension hipifies csrc/ itself
         return "hip"
@@ -45,9 +54,13 @@ def extension():
     sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
     backend = gpu_backend()
     cxx_flags = ["-O3", "-fopenmp", "-fvisibility=hidden"]  # -fopenmp: at::parallel_for is OpenMP inline code
+    link_flags = ["-fopenmp"]
+    if SANITIZE:
+        cxx_flags = [*cxx_flags, *SANITIZER_FLAGS]
+        link_flags += SANITIZER_FLAGS
     common = {
         "include_dirs": [os.path.join(here, "csrc")],
-        "extra_link_args": ["-fopenmp"],
+        "extra_link_args": link_flags,
         "py_limited_api": True,
     }
     macros = []

@@ -22,4 +22,6 @@ start=$(date +%s)
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . 2>&1 \
   | grep -v "^WARNING: Location" || true
 echo "fused_input_norm built in $(( $(date +%s) - start )) s"
-"$VENV/bin/python" -c "import torch, fused_input_norm as f; print('build_info', f.build_info())"
+if [ "${FUSED_INPUT_NORM_SANITIZE:-0}" = 0 ]; then  # a sanitized build loads only under LD_PRELOAD
+  "$VENV/bin/python" -c "import torch, fused_input_norm as f; print('build_info', f.build_info())"
+fi
