@@ -12,7 +12,7 @@
 // The inner loops are compiled twice on x86-64, for the baseline ISA and for x86-64-v3 (AVX2, FMA,
 // F16C); the loader picks one. The kernel math is header-inline, so each clone gets its own vector code.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define FIN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default"), noinline))
+#define FIN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), noinline))
 #else
 #define FIN_CPU_CLONES
 #endif
@@ -30,14 +30,33 @@ constexpr int64_t kMinRun = 64;
 constexpr int64_t kMinBlock = 256;
 constexpr int64_t kMaxPeriod = 2048;
 
+// Runs [begin, end) of a contiguous [outer, channels, inner] input whose channel runs are long: each run
+// is one vectorized loop with a scalar weight and bias. One call per parallel chunk, so the clone
+// dispatch and the loop set-up are not paid per run.
 template <typename in_t, typename out_t>
-FIN_CPU_CLONES void affine_run(const in_t* in, out_t* out, int64_t n, float w, float b) {
-  for (int64_t k = 0; k < n; ++k) out[k] = from_float<out_t>(affine(to_float(in[k]), w, b));
+FIN_CPU_CLONES void affine_runs(const in_t* in, out_t* out, const float* weight, const float* bias, int64_t run_begin,
+                                int64_t run_end, int64_t inner, int64_t channels) {
+  for (int64_t r = run_begin; r < run_end; ++r) {
+    const float w = weight[r % channels];
+    const float b = bias[r % channels];
+    const in_t* x = in + r * inner;
+    out_t* y = out + r * inner;
+    for (int64_t k = 0; k < inner; ++k) y[k] = from_float<out_t>(affine(to_float(x[k]), w, b));
+  }
 }
 
+// Runs blocks [begin, end) of `block` elements each, every block starting at channel phase 0 and using the
+// unrolled per-element weight/bias pattern of one block.
 template <typename in_t, typename out_t>
-FIN_CPU_CLONES void affine_run_pattern(const in_t* in, out_t* out, int64_t n, const float* w, const float* b) {
-  for (int64_t k = 0; k < n; ++k) out[k] = from_float<out_t>(affine(to_float(in[k]), w[k], b[k]));
+FIN_CPU_CLONES void affine_blocks(const in_t* in, out_t* out, const float* w_block, const float* b_block,
+                                  int64_t block_begin, int64_t block_end, int64_t block, int64_t numel) {
+  for (int64_t k = block_begin; k < block_end; ++k) {
+    const int64_t start = k * block;
+    const int64_t n = std::min(block, numel - start);
+    const in_t* x = in + start;
+    out_t* y = out + start;
+    for (int64_t j = 0; j < n; ++j) y[j] = from_float<out_t>(affine(to_float(x[j]), w_block[j], b_block[j]));
+  }
 }
 
 template <typename in_t, typename out_t>
@@ -55,12 +74,8 @@ void affine_cpu_kernel(const in_t* in, out_t* out, const float* weight, const fl
 
   const int64_t period = channels * inner;
   if (inner >= kMinRun || period > kMaxPeriod) {
-    const int64_t runs = numel / inner;
-    at::parallel_for(0, runs, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t c = r % channels;
-        affine_run(in + r * inner, out + r * inner, inner, weight[c], bias[c]);
-      }
+    at::parallel_for(0, numel / inner, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
+      affine_runs(in, out, weight, bias, begin, end, inner, channels);
     });
     return;
   }
@@ -72,13 +87,10 @@ void affine_cpu_kernel(const in_t* in, out_t* out, const float* weight, const fl
     w_block[k] = weight[c];
     b_block[k] = bias[c];
   }
-  const int64_t blocks = (numel + block - 1) / block;
-  at::parallel_for(0, blocks, std::max<int64_t>(1, kGrain / block), [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      const int64_t start = k * block;
-      affine_run_pattern(in + start, out + start, std::min(block, numel - start), w_block.data(), b_block.data());
-    }
-  });
+  at::parallel_for(0, (numel + block - 1) / block, std::max<int64_t>(1, kGrain / block),
+                   [&](int64_t begin, int64_t end) {
+                     affine_blocks(in, out, w_block.data(), b_block.data(), begin, end, block, numel);
+                   });
 }
 
 void run_affine_cpu(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
