@@ -56,7 +56,7 @@ void run_affine_cuda(const at::Tensor& out, const at::Tensor& input, const at::T
     const auto* in = static_cast<const in_t*>(plan.source.const_data_ptr());
     auto* y = static_cast<out_t*>(out.data_ptr());
     if (plan.contiguous && is_aligned(in) && is_aligned(y)) {
-      constexpr int vec = elems_per_vector<in_t, out_t>();
+      constexpr int vec = kElemsPerVector<in_t, out_t>;
       const unsigned grid = grid_for((plan.numel + vec - 1) / vec, device);
       if (plan.numel <= std::numeric_limits<int32_t>::max()) {
         // 32-bit indexing: the per-vector division is several times cheaper.

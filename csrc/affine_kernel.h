@@ -192,15 +192,20 @@ constexpr int kBytesPerLoad = 16;
 // Elements per thread per step: one 16-byte access of the narrower type, whole 16-byte accesses of the
 // wider one (uint8 -> bf16: 16 elements, one load, two stores).
 template <typename in_t, typename out_t>
-constexpr int elems_per_vector() {
-  return kBytesPerLoad / static_cast<int>(sizeof(in_t) < sizeof(out_t) ? sizeof(in_t) : sizeof(out_t));
-}
+constexpr int kElemsPerVector =
+    kBytesPerLoad / static_cast<int>(sizeof(in_t) < sizeof(out_t) ? sizeof(in_t) : sizeof(out_t));
 
 // Data is touched exactly once: streaming loads/stores keep it from evicting weight/bias and other
 // kernels' working sets from L2.
+#if defined(__HIPCC__)
+// The nontemporal builtins take clang vector types, not HIP's uint4 struct.
+typedef unsigned int native_u32x4 __attribute__((ext_vector_type(4)));
+#endif
+
 __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 #if defined(__HIPCC__)
-  return __builtin_nontemporal_load(p);
+  const native_u32x4 v = __builtin_nontemporal_load(reinterpret_cast<const native_u32x4*>(p));
+  return make_uint4(v.x, v.y, v.z, v.w);
 #else
   return __ldcs(p);
 #endif
@@ -208,7 +213,8 @@ __device__ __forceinline__ uint4 load_streaming(const uint4* p) {
 
 __device__ __forceinline__ void store_streaming(uint4* p, uint4 v) {
 #if defined(__HIPCC__)
-  __builtin_nontemporal_store(v, p);
+  const native_u32x4 native = {v.x, v.y, v.z, v.w};
+  __builtin_nontemporal_store(native, reinterpret_cast<native_u32x4*>(p));
 #else
   __stcs(p, v);
 #endif
@@ -221,7 +227,7 @@ template <typename in_t, typename out_t, typename index_t>
 __global__ void affine_contiguous_kernel(const in_t* in, out_t* out, const float* __restrict__ weight,
                                          const float* __restrict__ bias, index_t numel, index_t inner,
                                          index_t channels) {
-  constexpr int VEC = elems_per_vector<in_t, out_t>();
+  constexpr int VEC = kElemsPerVector<in_t, out_t>;
   constexpr int IN_LOADS = VEC * static_cast<int>(sizeof(in_t)) / kBytesPerLoad;
   constexpr int OUT_STORES = VEC * static_cast<int>(sizeof(out_t)) / kBytesPerLoad;
 
