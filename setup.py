@@ -63,7 +63,7 @@ def extension():
         "extra_link_args": link_flags,
         "py_limited_api": True,
     }
-    macros = []
+    macros = [("FIN_PYTHON_MODULE", None)]
     if backend is None:
         print("fused_input_norm: building the CPU-only extension")
         return CppExtension(

@@ -1,7 +1,9 @@
 // Schemas of every fused_input_norm op, the checks both backends share, and the Python module stub.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
+#if defined(FIN_PYTHON_MODULE)
 #include <Python.h>
+#endif
 #include <torch/library.h>
 
 #include <sstream>
@@ -213,9 +215,12 @@ TORCH_LIBRARY(fused_input_norm, m) {
 
 }  // namespace fused_input_norm
 
-// The extension is a plain shared library whose import registers the ops above; it defines no Python
-// functions, so it needs no pybind11 and builds against the limited API.
+#if defined(FIN_PYTHON_MODULE)
+// The Python extension (setup.py) is a plain shared library whose import registers the ops above; it
+// defines no Python functions, so it needs no pybind11 and builds against the limited API. The CMake
+// library has no Python entry point: torch.ops.load_library or C++ linking loads it.
 PyMODINIT_FUNC PyInit__C(void) {
   static PyModuleDef module_def = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, nullptr};
   return PyModule_Create(&module_def);
 }
+#endif
