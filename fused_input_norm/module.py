@@ -1,7 +1,9 @@
 """FusedInputNorm: the vision encoder's input normalization as one fused op, safe to build anywhere."""
 
+import json
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn
@@ -13,6 +15,16 @@ from . import ops
 _IDENTITY_TOL = 1e-6
 
 Number = int | float
+
+# What a preprocessor config means when it leaves a key out: the values nearly every Hugging Face image
+# processor class defaults to (transformers' BaseImageProcessor rescale_factor, IMAGENET_STANDARD_MEAN/STD).
+_CONFIG_DEFAULTS = {
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+}
 
 
 def _per_channel(name: str, value: Number | Sequence[Number] | torch.Tensor, channel: int) -> list[float]:
@@ -89,6 +101,32 @@ class FusedInputNorm(nn.Module):
     def identity(cls, channel: int = 3) -> "FusedInputNorm":
         """A module whose forward only casts."""
         return cls([0.0] * channel, [1.0] * channel, 1.0, channel)
+
+    @classmethod
+    def from_preprocessor_config(cls, config: Mapping | str | os.PathLike) -> "FusedInputNorm":
+        """Builds the module from a Hugging Face image processor config: a dict, or the path of a
+        `preprocessor_config.json`.
+
+        Honours do_rescale/rescale_factor and do_normalize/image_mean/image_std (lists or scalars); the
+        channel count is the length of image_mean (else image_std, else 3). Missing or null keys take
+        the usual transformers defaults (rescale by 1/255, normalize with mean = std = 0.5). A config that
+        neither rescales nor normalizes gives an identity module.
+        """
+        if not isinstance(config, Mapping):
+            with open(config, encoding="utf-8") as f:
+                config = json.load(f)
+
+        def get(key):
+            value = config.get(key)
+            return _CONFIG_DEFAULTS[key] if value is None else value
+
+        mean, std = get("image_mean"), get("image_std")
+        sized = [v for v in (mean, std) if isinstance(v, Sequence | torch.Tensor)]
+        channel = len(sized[0]) if sized else 3
+        rescale = float(get("rescale_factor")) if get("do_rescale") else 1.0
+        if not get("do_normalize"):
+            mean, std = 0.0, 1.0
+        return cls(mean, std, rescale, channel)
 
     def forward(self, pixel_values: torch.Tensor, visual_dtype: torch.dtype, *, channel_dim: int = -3) -> torch.Tensor:
         """Normalizes `pixel_values` into `visual_dtype` (float16, bfloat16 or float32), same shape.

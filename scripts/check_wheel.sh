@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds the wheel, checks its metadata, installs it (--no-deps) into an empty directory and imports and
+# runs it from outside the source tree with no compiler on PATH.
+#   VENV=.venv bash scripts/check_wheel.sh
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+PY=$PWD/${VENV:-.venv}/bin/python
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+start=$(date +%s)
+"$PY" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$out/wheelhouse" . 2>&1 \
+  | grep -v "^WARNING: Location" || true
+wheel=$(ls "$out"/wheelhouse/fused_input_norm-*.whl)
+echo "built $(basename "$wheel") in $(( $(date +%s) - start )) s ($(du -h "$wheel" | cut -f1))"
+requires=$(unzip -p "$wheel" '*/METADATA' | grep '^Requires-Dist: torch' || true)
+[ -n "$requires" ] || { echo "the wheel does not declare torch"; exit 1; }
+echo "metadata: $requires"
+
+"$PY" -m pip install -q --disable-pip-version-check --no-deps --target "$out/site" "$wheel"
+cd "$out"  # away from the source tree, so only the installed copy can be imported
+env -i HOME="$out" PATH=/nonexistent PYTHONPATH="$out/site" "$PY" - "$out/site" <<'PY'
+import sys
+
+import torch
+
+import fused_input_norm
+
+assert fused_input_norm.__file__.startswith(sys.argv[1]), fused_input_norm.__file__
+x = torch.randint(0, 256, (4, 1176), dtype=torch.uint8)
+norm = fused_input_norm.FusedInputNorm([0.5, 0.5, 0.5], [0.5, 0.5, 0.5], 1 / 255)
+torch.testing.assert_close(norm(x, torch.float32), x.float() / 127.5 - 1, rtol=1e-6, atol=1e-6)
+print("installed wheel imports and runs from", fused_input_norm.__file__, fused_input_norm.build_info())
+PY
