@@ -34,24 +34,28 @@ void check_out_arg(const at::Tensor& out, const at::Tensor& input);
 // `input` must have passed check_affine_args.
 AffinePlan plan_affine(const at::Tensor& input, int64_t dim);
 
-// The two ops for any backend, given `run(out, input, weight, bias, dim)`, the backend's unchecked
-// kernel launch: check everything first, then write.
-template <typename Impl>
-at::Tensor affine_allocating(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, int64_t dim,
-                             std::optional<at::ScalarType> out_dtype, Impl impl) {
+// A backend's unchecked kernel launch: writes input * weight[c] + bias[c] into out.
+using AffineRun = void (*)(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight,
+                           const at::Tensor& bias, int64_t dim);
+
+// The two ops for any backend, registered as &affine_op<run_affine_cpu> etc.: check everything first,
+// then (allocate and) write.
+template <AffineRun Run>
+at::Tensor affine_op(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, int64_t dim,
+                     std::optional<at::ScalarType> out_dtype) {
   check_affine_args("affine", input, weight, bias, dim);
   const at::ScalarType dtype = affine_output_dtype(input, out_dtype);
   at::Tensor out = at::empty(input.sizes(), input.options().dtype(dtype));
-  impl(out, input, weight, bias, dim);
+  Run(out, input, weight, bias, dim);
   return out;
 }
 
-template <typename Impl>
-void affine_out_checked(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight,
-                        const at::Tensor& bias, int64_t dim, Impl impl) {
+template <AffineRun Run>
+void affine_out_op(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                   int64_t dim) {
   check_affine_args("affine_out", input, weight, bias, dim);
   check_out_arg(out, input);
-  impl(out, input, weight, bias, dim);
+  Run(out, input, weight, bias, dim);
 }
 
 }  // namespace fused_input_norm

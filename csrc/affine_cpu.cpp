@@ -103,21 +103,11 @@ void run_affine_cpu(const at::Tensor& out, const at::Tensor& input, const at::Te
   });
 }
 
-at::Tensor affine_cpu(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, int64_t dim,
-                      std::optional<at::ScalarType> out_dtype) {
-  return affine_allocating(input, weight, bias, dim, out_dtype, run_affine_cpu);
-}
-
-void affine_out_cpu(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
-                    int64_t dim) {
-  affine_out_checked(out, input, weight, bias, dim, run_affine_cpu);
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(fused_input_norm, CPU, m) {
-  m.impl("affine", &affine_cpu);
-  m.impl("affine_out", &affine_out_cpu);
+  m.impl("affine", &affine_op<run_affine_cpu>);
+  m.impl("affine_out", &affine_out_op<run_affine_cpu>);
 }
 
 }  // namespace fused_input_norm

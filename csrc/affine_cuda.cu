@@ -76,16 +76,6 @@ void run_affine_cuda(const at::Tensor& out, const at::Tensor& input, const at::T
   });
 }
 
-at::Tensor affine_cuda(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias, int64_t dim,
-                       std::optional<at::ScalarType> out_dtype) {
-  return affine_allocating(input, weight, bias, dim, out_dtype, run_affine_cuda);
-}
-
-void affine_out_cuda(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
-                     int64_t dim) {
-  affine_out_checked(out, input, weight, bias, dim, run_affine_cuda);
-}
-
 }  // namespace
 
 #if defined(USE_ROCM)
@@ -116,8 +106,8 @@ std::string gpu_build_fields() {
 #endif
 
 TORCH_LIBRARY_IMPL(fused_input_norm, CUDA, m) {
-  m.impl("affine", &affine_cuda);
-  m.impl("affine_out", &affine_out_cuda);
+  m.impl("affine", &affine_op<run_affine_cuda>);
+  m.impl("affine_out", &affine_out_op<run_affine_cuda>);
 }
 
 }  // namespace fused_input_norm
