@@ -185,8 +185,10 @@ FIN_HOST_DEVICE void affine_strided_element(const in_t* in, out_t* out, const fl
   out[linear] = from_float<out_t>(affine(to_float(in[offset]), weight[c], bias[c]));
 }
 
-#if defined(FIN_GPU_COMPILER)
-// ---- GPU kernels ---------------------------------------------------------------------------------------
+// ---- the GPU kernels' per-thread work ---------------------------------------------------------------
+// Written as host-and-device functions: the kernels below are one call each, and the host compiler can
+// run the very same code thread by thread (tests/cpp/kernel_emulation.cpp), so the vector indexing and
+// the grid-stride/tail split are tested without a GPU.
 constexpr int kBytesPerLoad = 16;
 
 // Elements per thread per step: one 16-byte access of the narrower type, whole 16-byte accesses of the
@@ -195,94 +197,139 @@ template <typename in_t, typename out_t>
 constexpr int kElemsPerVector =
     kBytesPerLoad / static_cast<int>(sizeof(in_t) < sizeof(out_t) ? sizeof(in_t) : sizeof(out_t));
 
-// Data is touched exactly once: streaming loads/stores keep it from evicting weight/bias and other
-// kernels' working sets from L2.
+#if defined(FIN_GPU_COMPILER)
+using pack16_t = uint4;
+#else
+struct alignas(16) pack16_t {
+  uint32_t x, y, z, w;
+};
+#endif
+
 #if defined(__HIPCC__)
 // The nontemporal builtins take clang vector types, not HIP's uint4 struct.
 typedef unsigned int native_u32x4 __attribute__((ext_vector_type(4)));
 #endif
 
-__device__ __forceinline__ uint4 load_streaming(const uint4* p) {
-#if defined(__HIPCC__)
+// Data is touched exactly once: streaming loads/stores keep it from evicting weight/bias and other
+// kernels' working sets from L2.
+FIN_HOST_DEVICE pack16_t load_streaming(const pack16_t* p) {
+#if defined(FIN_DEVICE_PASS) && defined(__HIPCC__)
   const native_u32x4 v = __builtin_nontemporal_load(reinterpret_cast<const native_u32x4*>(p));
   return make_uint4(v.x, v.y, v.z, v.w);
-#else
+#elif defined(FIN_DEVICE_PASS)
   return __ldcs(p);
+#else
+  return *p;
 #endif
 }
 
-__device__ __forceinline__ void store_streaming(uint4* p, uint4 v) {
-#if defined(__HIPCC__)
+FIN_HOST_DEVICE void store_streaming(pack16_t* p, pack16_t v) {
+#if defined(FIN_DEVICE_PASS) && defined(__HIPCC__)
   const native_u32x4 native = {v.x, v.y, v.z, v.w};
   __builtin_nontemporal_store(native, reinterpret_cast<native_u32x4*>(p));
-#else
+#elif defined(FIN_DEVICE_PASS)
   __stcs(p, v);
+#else
+  *p = v;
 #endif
 }
 
-// Contiguous input and output, both 16-byte aligned. Each thread handles one vector of elements per step
-// of a grid-stride loop (no grid-size limit whatever numel is); the tail under one vector is done
-// element-wise. `in` and `out` may be the same buffer (in-place), so they are not __restrict__.
+// weight/bias are read by every thread: through the read-only cache on the GPU.
+FIN_HOST_DEVICE float load_param(const float* p) {
+#if defined(FIN_DEVICE_PASS)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
+// One thread of the contiguous kernel: input and output contiguous and 16-byte aligned. The thread
+// handles vectors first, first + step, ... (a grid-stride loop: no grid-size limit whatever numel is),
+// then the elements of the tail under one vector the same way. `in` and `out` may be the same buffer
+// (in-place: each vector is read before it is written, by the same thread), so no __restrict__.
 template <typename in_t, typename out_t, typename index_t>
-__global__ void affine_contiguous_kernel(const in_t* in, out_t* out, const float* __restrict__ weight,
-                                         const float* __restrict__ bias, index_t numel, index_t inner,
-                                         index_t channels) {
+FIN_HOST_DEVICE void affine_contiguous_thread(const in_t* in, out_t* out, const float* weight, const float* bias,
+                                              index_t numel, index_t inner, index_t channels, index_t first,
+                                              index_t step) {
   constexpr int VEC = kElemsPerVector<in_t, out_t>;
   constexpr int IN_LOADS = VEC * static_cast<int>(sizeof(in_t)) / kBytesPerLoad;
   constexpr int OUT_STORES = VEC * static_cast<int>(sizeof(out_t)) / kBytesPerLoad;
-
   const index_t num_vectors = numel / VEC;
-  const index_t step = static_cast<index_t>(gridDim.x) * blockDim.x;
-  const index_t first = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 
   for (index_t v = first; v < num_vectors; v += step) {
     union {
-      uint4 raw[IN_LOADS];
+      pack16_t raw[IN_LOADS];
       in_t elems[VEC];
     } x;
     union {
-      uint4 raw[OUT_STORES];
+      pack16_t raw[OUT_STORES];
       out_t elems[VEC];
     } y;
+#if defined(FIN_GPU_COMPILER)
 #pragma unroll
-    for (int s = 0; s < IN_LOADS; ++s) x.raw[s] = load_streaming(reinterpret_cast<const uint4*>(in) + v * IN_LOADS + s);
+#endif
+    for (int s = 0; s < IN_LOADS; ++s) {
+      x.raw[s] = load_streaming(reinterpret_cast<const pack16_t*>(in) + v * IN_LOADS + s);
+    }
 
     ChannelCursor<index_t> cursor(v * VEC, inner, channels);
-    float w = __ldg(weight + cursor.channel);
-    float b = __ldg(bias + cursor.channel);
+    float w = load_param(weight + cursor.channel);
+    float b = load_param(bias + cursor.channel);
+#if defined(FIN_GPU_COMPILER)
 #pragma unroll
+#endif
     for (int j = 0; j < VEC; ++j) {
       y.elems[j] = from_float<out_t>(affine(to_float(x.elems[j]), w, b));
       if (j + 1 < VEC) {
         const index_t previous = cursor.channel;
         cursor.advance(inner, channels);
         if (cursor.channel != previous) {
-          w = __ldg(weight + cursor.channel);
-          b = __ldg(bias + cursor.channel);
+          w = load_param(weight + cursor.channel);
+          b = load_param(bias + cursor.channel);
         }
       }
     }
+#if defined(FIN_GPU_COMPILER)
 #pragma unroll
+#endif
     for (int s = 0; s < OUT_STORES; ++s) {
-      store_streaming(reinterpret_cast<uint4*>(out) + v * OUT_STORES + s, y.raw[s]);
+      store_streaming(reinterpret_cast<pack16_t*>(out) + v * OUT_STORES + s, y.raw[s]);
     }
   }
 
-  const index_t tail = num_vectors * VEC + first;
-  if (tail < numel) {
-    const index_t c = (tail / inner) % channels;
-    out[tail] = from_float<out_t>(affine(to_float(in[tail]), __ldg(weight + c), __ldg(bias + c)));
+  // The tail (under one vector) is grid-strided too, so the code is right for any grid, even one of
+  // fewer than VEC - 1 threads.
+  for (index_t i = num_vectors * VEC + first; i < numel; i += step) {
+    const index_t c = (i / inner) % channels;
+    out[i] = from_float<out_t>(affine(to_float(in[i]), load_param(weight + c), load_param(bias + c)));
   }
 }
 
-// Everything else: non-contiguous input, or pointers not 16-byte aligned. One element per step.
+// One thread of the strided kernel: any layout, one element per step.
+template <typename in_t, typename out_t>
+FIN_HOST_DEVICE void affine_strided_thread(const in_t* in, out_t* out, const float* weight, const float* bias,
+                                           int64_t numel, const StridedLayout& layout, int64_t first, int64_t step) {
+  for (int64_t i = first; i < numel; i += step) affine_strided_element(in, out, weight, bias, layout, i);
+}
+
+#if defined(FIN_GPU_COMPILER)
+// ---- GPU kernels ---------------------------------------------------------------------------------------
+template <typename in_t, typename out_t, typename index_t>
+__global__ void affine_contiguous_kernel(const in_t* in, out_t* out, const float* __restrict__ weight,
+                                         const float* __restrict__ bias, index_t numel, index_t inner,
+                                         index_t channels) {
+  affine_contiguous_thread(in, out, weight, bias, numel, inner, channels,
+                           static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                           static_cast<index_t>(gridDim.x) * blockDim.x);
+}
+
+// Everything else: non-contiguous input, or pointers not 16-byte aligned.
 template <typename in_t, typename out_t>
 __global__ void affine_strided_kernel(const in_t* in, out_t* out, const float* __restrict__ weight,
                                       const float* __restrict__ bias, int64_t numel, StridedLayout layout) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < numel; i += step) {
-    affine_strided_element(in, out, weight, bias, layout, i);
-  }
+  affine_strided_thread(in, out, weight, bias, numel, layout,
+                        static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                        static_cast<int64_t>(gridDim.x) * blockDim.x);
 }
 #endif  // FIN_GPU_COMPILER
 
