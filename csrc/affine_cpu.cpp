@@ -1,17 +1,24 @@
 // CPU implementation: multi-threaded with at::parallel_for, and vectorized by the compiler on the
-// contiguous path, with an AVX2/FMA clone chosen at load time on x86-64.
+// contiguous path, with AVX-512 and AVX2/FMA clones chosen at load time on x86-64.
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FIN_X86 1
+#endif
 
 #include "affine.h"
 #include "dispatch.h"
 
-// The inner loops are compiled twice on x86-64, for the baseline ISA and for x86-64-v3 (AVX2, FMA,
-// F16C); the loader picks one. The kernel math is header-inline, so each clone gets its own vector code.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The inner loops are compiled three times on x86-64, for the baseline ISA, x86-64-v3 (AVX2, FMA, F16C)
+// and x86-64-v4 (AVX-512); the loader picks one. The kernel math is header-inline, so each clone gets
+// its own vector code.
+#if defined(FIN_X86)
 #define FIN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), noinline))
 #else
 #define FIN_CPU_CLONES
@@ -30,32 +37,82 @@ constexpr int64_t kMinRun = 64;
 constexpr int64_t kMinBlock = 256;
 constexpr int64_t kMaxPeriod = 2048;
 
-// Runs [begin, end) of a contiguous [outer, channels, inner] input whose channel runs are long: each run
-// is one vectorized loop with a scalar weight and bias. One call per parallel chunk, so the clone
-// dispatch and the loop set-up are not paid per run.
+// float -> float16 for a buffer. The compilers do not vectorize the software rounding in from_float, so
+// on x86 with F16C (every x86-64-v3 CPU) the conversion is the hardware's, which also rounds to nearest
+// even: the same bits.
+void floats_to_half_scalar(const float* src, half_bits* dst, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) dst[k] = from_float<half_bits>(src[k]);
+}
+
+#if defined(FIN_X86)
+__attribute__((target("avx,f16c"))) void floats_to_half_f16c(const float* src, half_bits* dst, int64_t n) {
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + k), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k), h);
+  }
+  floats_to_half_scalar(src + k, dst + k, n - k);
+}
+#endif
+
+void floats_to_half(const float* src, half_bits* dst, int64_t n) {
+#if defined(FIN_X86)
+  static const bool has_f16c = __builtin_cpu_supports("f16c");
+  if (has_f16c) return floats_to_half_f16c(src, dst, n);
+#endif
+  floats_to_half_scalar(src, dst, n);
+}
+
+// The weight and bias of element j of a stretch: one pair for a whole channel run, or a per-element
+// pattern for short runs.
+struct RunParams {
+  float w, b;
+  float weight(int64_t) const { return w; }
+  float bias(int64_t) const { return b; }
+};
+struct PatternParams {
+  const float* w;
+  const float* b;
+  float weight(int64_t j) const { return w[j]; }
+  float bias(int64_t j) const { return b[j]; }
+};
+
+// y[0, n) = x * weight + bias: one loop the compiler vectorizes; float16 output goes through a small
+// float buffer and floats_to_half.
+template <typename in_t, typename out_t, typename Params>
+inline __attribute__((always_inline)) void affine_stretch(const in_t* x, out_t* y, int64_t n, Params p) {
+  if constexpr (std::is_same_v<out_t, half_bits>) {
+    constexpr int64_t kChunk = 256;
+    float buffer[kChunk];
+    for (int64_t s = 0; s < n; s += kChunk) {
+      const int64_t m = std::min(kChunk, n - s);
+      for (int64_t j = 0; j < m; ++j) buffer[j] = affine(to_float(x[s + j]), p.weight(s + j), p.bias(s + j));
+      floats_to_half(buffer, y + s, m);
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] = from_float<out_t>(affine(to_float(x[j]), p.weight(j), p.bias(j)));
+  }
+}
+
+// Runs [begin, end) of a contiguous [outer, channels, inner] input whose channel runs are long, one run
+// at a time. One call per parallel chunk, so the clone dispatch and the loop set-up are not paid per run.
 template <typename in_t, typename out_t>
 FIN_CPU_CLONES void affine_runs(const in_t* in, out_t* out, const float* weight, const float* bias, int64_t run_begin,
                                 int64_t run_end, int64_t inner, int64_t channels) {
   for (int64_t r = run_begin; r < run_end; ++r) {
-    const float w = weight[r % channels];
-    const float b = bias[r % channels];
-    const in_t* x = in + r * inner;
-    out_t* y = out + r * inner;
-    for (int64_t k = 0; k < inner; ++k) y[k] = from_float<out_t>(affine(to_float(x[k]), w, b));
+    const int64_t c = r % channels;
+    affine_stretch(in + r * inner, out + r * inner, inner, RunParams{weight[c], bias[c]});
   }
 }
 
-// Runs blocks [begin, end) of `block` elements each, every block starting at channel phase 0 and using the
+// Blocks [begin, end) of `block` elements each, every block starting at channel phase 0 and using the
 // unrolled per-element weight/bias pattern of one block.
 template <typename in_t, typename out_t>
 FIN_CPU_CLONES void affine_blocks(const in_t* in, out_t* out, const float* w_block, const float* b_block,
                                   int64_t block_begin, int64_t block_end, int64_t block, int64_t numel) {
   for (int64_t k = block_begin; k < block_end; ++k) {
     const int64_t start = k * block;
-    const int64_t n = std::min(block, numel - start);
-    const in_t* x = in + start;
-    out_t* y = out + start;
-    for (int64_t j = 0; j < n; ++j) y[j] = from_float<out_t>(affine(to_float(x[j]), w_block[j], b_block[j]));
+    affine_stretch(in + start, out + start, std::min(block, numel - start), PatternParams{w_block, b_block});
   }
 }
 
