@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define FIN_GPU_COMPILER 1
@@ -20,6 +21,7 @@
 #endif
 
 #if defined(FIN_GPU_COMPILER) && !defined(__HIPCC__)
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #endif
 
@@ -114,6 +116,25 @@ FIN_HOST_DEVICE half_bits from_float<half_bits>(float f) {
   const uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
   return half_bits{static_cast<uint16_t>((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign))};
 #endif
+}
+
+// Rounds n (even) fp32 results to the output type. NVIDIA GPUs convert two at a time with one packed
+// instruction (round to nearest even, as from_float), instead of the integer rounding sequence per element.
+template <typename out_t, int n>
+FIN_HOST_DEVICE void round_pairs(const float* f, out_t* y) {
+  static_assert(n % 2 == 0, "pairs");
+#if defined(FIN_DEVICE_PASS) && !defined(__HIPCC__)
+  if constexpr (std::is_same_v<out_t, bfloat16_bits>) {
+#pragma unroll
+    for (int j = 0; j < n; j += 2) *reinterpret_cast<__nv_bfloat162*>(y + j) = __floats2bfloat162_rn(f[j], f[j + 1]);
+  } else if constexpr (std::is_same_v<out_t, half_bits>) {
+#pragma unroll
+    for (int j = 0; j < n; j += 2) *reinterpret_cast<__half2*>(y + j) = __floats2half2_rn(f[j], f[j + 1]);
+  } else
+#endif
+  {
+    for (int j = 0; j < n; ++j) y[j] = from_float<out_t>(f[j]);
+  }
 }
 
 FIN_HOST_DEVICE float affine(float x, float w, float b) {
@@ -265,6 +286,7 @@ FIN_HOST_DEVICE void affine_contiguous_thread(const in_t* in, out_t* out, const 
       pack16_t raw[OUT_STORES];
       out_t elems[VEC];
     } y;
+    float r[VEC];
 #if defined(FIN_GPU_COMPILER)
 #pragma unroll
 #endif
@@ -273,22 +295,40 @@ FIN_HOST_DEVICE void affine_contiguous_thread(const in_t* in, out_t* out, const 
     }
 
     ChannelCursor<index_t> cursor(v * VEC, inner, channels);
-    float w = load_param(weight + cursor.channel);
-    float b = load_param(bias + cursor.channel);
+    if (inner >= VEC) {
+      // Channel runs at least a vector long (patches, NCHW): at most one channel boundary falls inside
+      // the vector, so each element only picks one of two weight/bias pairs (a compare and two selects).
+      const index_t next = cursor.channel + 1 == channels ? 0 : cursor.channel + 1;
+      const index_t boundary = inner - cursor.in_run;  // elements left in the current channel run, >= 1
+      const float w0 = load_param(weight + cursor.channel), b0 = load_param(bias + cursor.channel);
+      const float w1 = load_param(weight + next), b1 = load_param(bias + next);
 #if defined(FIN_GPU_COMPILER)
 #pragma unroll
 #endif
-    for (int j = 0; j < VEC; ++j) {
-      y.elems[j] = from_float<out_t>(affine(to_float(x.elems[j]), w, b));
-      if (j + 1 < VEC) {
-        const index_t previous = cursor.channel;
-        cursor.advance(inner, channels);
-        if (cursor.channel != previous) {
-          w = load_param(weight + cursor.channel);
-          b = load_param(bias + cursor.channel);
+      for (int j = 0; j < VEC; ++j) {
+        const bool second = static_cast<index_t>(j) >= boundary;
+        r[j] = affine(to_float(x.elems[j]), second ? w1 : w0, second ? b1 : b0);
+      }
+    } else {
+      // Short runs (NHWC: runs of 1): walk the channels element by element.
+      float w = load_param(weight + cursor.channel);
+      float b = load_param(bias + cursor.channel);
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+      for (int j = 0; j < VEC; ++j) {
+        r[j] = affine(to_float(x.elems[j]), w, b);
+        if (j + 1 < VEC) {
+          const index_t previous = cursor.channel;
+          cursor.advance(inner, channels);
+          if (cursor.channel != previous) {
+            w = load_param(weight + cursor.channel);
+            b = load_param(bias + cursor.channel);
+          }
         }
       }
     }
+    round_pairs<out_t, VEC>(r, y.elems);
 #if defined(FIN_GPU_COMPILER)
 #pragma unroll
 #endif
