@@ -2,7 +2,8 @@
 //
 // This header includes no torch headers on purpose: it is compiled by nvcc for the CUDA build, by hipcc
 // after hipify for ROCm (scripts/check_rocm.sh compile-checks it for gfx90a/gfx940), and by the host
-// compiler for the CPU op, so the channel indexing and the rounding to the output dtype live in one place.
+// compiler for the CPU op and for tests/cpp/kernel_emulation.cpp, which runs the GPU kernels' per-thread
+// code on the host. The channel indexing and the rounding to the output dtype live here, once.
 #pragma once
 
 #include <cstdint>
