@@ -9,7 +9,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
 "$PY" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$out/wheelhouse" . 2>&1 \
-  | grep -v "^WARNING: Location" || true
+  | { grep -v "^WARNING: Location" || true; }
 wheel=$(ls "$out"/wheelhouse/fused_input_norm-*.whl)
 echo "built $(basename "$wheel") in $(( $(date +%s) - start )) s ($(du -h "$wheel" | cut -f1))"
 requires=$(unzip -p "$wheel" '*/METADATA' | grep '^Requires-Dist: torch' || true)

@@ -16,11 +16,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$TORCH_SPEC" numpy setuptools wheel ninja $EXTRAS 2>&1 \
-  | grep -v "^WARNING: Location" || true
+  | { grep -v "^WARNING: Location" || true; }
 "$VENV/bin/python" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
 start=$(date +%s)
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e . 2>&1 \
-  | grep -v "^WARNING: Location" || true
+  | { grep -v "^WARNING: Location" || true; }
 echo "fused_input_norm built in $(( $(date +%s) - start )) s"
 if [ "${FUSED_INPUT_NORM_SANITIZE:-0}" = 0 ]; then  # a sanitized build loads only under LD_PRELOAD
   "$VENV/bin/python" -c "import torch, fused_input_norm as f; print('build_info', f.build_info())"
