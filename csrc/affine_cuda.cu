@@ -58,15 +58,17 @@ void run_affine_cuda(const at::Tensor& out, const at::Tensor& input, const at::T
     if (plan.contiguous && is_aligned(in) && is_aligned(y)) {
       constexpr int vec = kElemsPerVector<in_t, out_t>;
       const unsigned grid = grid_for((plan.numel + vec - 1) / vec, device);
+      const auto launch = [&](auto index_type) {
+        using index_t = decltype(index_type);
+        affine_contiguous_kernel<in_t, out_t, index_t>
+            <<<grid, kThreads, 0, stream>>>(in, y, w, b, static_cast<index_t>(plan.numel),
+                                            static_cast<index_t>(plan.inner), static_cast<index_t>(plan.channels));
+      };
+      // 32-bit indexing when it fits: the per-vector division is several times cheaper.
       if (plan.numel <= std::numeric_limits<int32_t>::max()) {
-        // 32-bit indexing: the per-vector division is several times cheaper.
-        affine_contiguous_kernel<in_t, out_t, uint32_t>
-            <<<grid, kThreads, 0, stream>>>(in, y, w, b, static_cast<uint32_t>(plan.numel),
-                                            static_cast<uint32_t>(plan.inner), static_cast<uint32_t>(plan.channels));
+        launch(uint32_t{});
       } else {
-        affine_contiguous_kernel<in_t, out_t, uint64_t>
-            <<<grid, kThreads, 0, stream>>>(in, y, w, b, static_cast<uint64_t>(plan.numel),
-                                            static_cast<uint64_t>(plan.inner), static_cast<uint64_t>(plan.channels));
+        launch(uint64_t{});
       }
     } else {
       affine_strided_kernel<in_t, out_t>
