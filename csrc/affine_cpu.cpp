@@ -4,8 +4,14 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -77,20 +83,25 @@ struct PatternParams {
   float bias(int64_t j) const { return b[j]; }
 };
 
-// y[0, n) = x * weight + bias: one loop the compiler vectorizes; float16 output goes through a small
+// y[0, n) = x[j * stride] * weight + bias: one loop the compiler vectorizes (STRIDE is the input stride
+// when known at compile time, 0 when it is the `stride` argument); float16 output goes through a small
 // float buffer and floats_to_half.
-template <typename in_t, typename out_t, typename Params>
-inline __attribute__((always_inline)) void affine_stretch(const in_t* x, out_t* y, int64_t n, Params p) {
+template <int STRIDE = 1, typename in_t, typename out_t, typename Params>
+inline __attribute__((always_inline)) void affine_stretch(const in_t* x, out_t* y, int64_t n, Params p,
+                                                          int64_t stride = STRIDE) {
+  const int64_t step = STRIDE != 0 ? STRIDE : stride;
   if constexpr (std::is_same_v<out_t, half_bits>) {
     constexpr int64_t kChunk = 256;
     float buffer[kChunk];
     for (int64_t s = 0; s < n; s += kChunk) {
       const int64_t m = std::min(kChunk, n - s);
-      for (int64_t j = 0; j < m; ++j) buffer[j] = affine(to_float(x[s + j]), p.weight(s + j), p.bias(s + j));
+      for (int64_t j = 0; j < m; ++j) {
+        buffer[j] = affine(to_float(x[(s + j) * step]), p.weight(s + j), p.bias(s + j));
+      }
       floats_to_half(buffer, y + s, m);
     }
   } else {
-    for (int64_t j = 0; j < n; ++j) y[j] = from_float<out_t>(affine(to_float(x[j]), p.weight(j), p.bias(j)));
+    for (int64_t j = 0; j < n; ++j) y[j] = from_float<out_t>(affine(to_float(x[j * step]), p.weight(j), p.bias(j)));
   }
 }
 
@@ -116,19 +127,185 @@ FIN_CPU_CLONES void affine_blocks(const in_t* in, out_t* out, const float* w_blo
   }
 }
 
+// Channels-last pixels [p_begin, p_end) of one image, read from [pixels, C] and written to C planes of
+// `plane` elements, in blocks small enough that the block's input stays in L1 across the C passes.
+template <typename in_t, typename out_t, int C>
+inline __attribute__((always_inline)) void affine_planar(const in_t* in, out_t* out, const float* weight,
+                                                         const float* bias, int64_t plane, int64_t p_begin,
+                                                         int64_t p_end) {
+  constexpr int64_t kBlock = 1024;
+  for (int64_t p = p_begin; p < p_end; p += kBlock) {
+    const int64_t n = std::min(kBlock, p_end - p);
+    for (int c = 0; c < C; ++c) {
+      affine_stretch<C>(in + p * C + c, out + c * plane + p, n, RunParams{weight[c], bias[c]});
+    }
+  }
+}
+
+// Pixels [begin, end) of the whole batch (outer * pixels of them), image by image.
 template <typename in_t, typename out_t>
-void affine_cpu_kernel(const in_t* in, out_t* out, const float* weight, const float* bias, const AffinePlan& plan) {
+FIN_CPU_CLONES void affine_channels_last(const in_t* in, out_t* out, const float* weight, const float* bias,
+                                         ChannelsLastShape shape, int64_t begin, int64_t end) {
+  const int64_t m = shape.pixels, c = shape.channels;
+  for (int64_t p = begin; p < end;) {
+    const int64_t image = p / m;
+    const int64_t first = p - image * m, last = std::min(m, first + (end - p));
+    const in_t* x = in + image * m * c;
+    out_t* y = out + image * m * c;
+    switch (c) {
+      case 2:
+        affine_planar<in_t, out_t, 2>(x, y, weight, bias, m, first, last);
+        break;
+      case 3:
+        affine_planar<in_t, out_t, 3>(x, y, weight, bias, m, first, last);
+        break;
+      default:
+        affine_planar<in_t, out_t, 4>(x, y, weight, bias, m, first, last);
+    }
+    p += last - first;
+  }
+}
+
+// rows x n0 outputs (contiguous) from rows of n0 inputs, input strides s0 (in a row) and s1 (between rows).
+// The channel is fixed (kFixed: weight[0]), one per row (kPerRow: weight[r]) or one per element (kPerElement:
+// weight[j]).
+enum class ChannelIn { kFixed, kPerRow, kPerElement };
+
+// Copies `bytes` (1..64) with fixed-size moves, two overlapping ones per power-of-two range: a patch row
+// of 14 bytes is two 8-byte moves instead of a call to memcpy.
+inline __attribute__((always_inline)) void copy_short(void* dst, const void* src, int64_t bytes) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  const auto two = [&](auto size) {
+    constexpr int64_t k = decltype(size)::value;
+    char head[k], tail[k];
+    std::memcpy(head, s, k);
+    std::memcpy(tail, s + bytes - k, k);
+    std::memcpy(d, head, k);
+    std::memcpy(d + bytes - k, tail, k);
+  };
+  if (bytes >= 32) return two(std::integral_constant<int64_t, 32>{});
+  if (bytes >= 16) return two(std::integral_constant<int64_t, 16>{});
+  if (bytes >= 8) return two(std::integral_constant<int64_t, 8>{});
+  if (bytes >= 4) return two(std::integral_constant<int64_t, 4>{});
+  for (int64_t k = 0; k < bytes; ++k) d[k] = s[k];
+}
+
+template <typename in_t, typename out_t>
+FIN_CPU_CLONES void affine_tile(const in_t* in, out_t* out, int64_t n0, int64_t s0, int64_t rows, int64_t s1,
+                                const float* weight, const float* bias, ChannelIn channel) {
+  constexpr int64_t kShortRow = 64;
+  if (s0 == 1 && n0 < kShortRow && channel == ChannelIn::kFixed) {
+    // Short rows (patch rows of 14 or 16): too short for the vector loop, so gather a batch of them into a
+    // contiguous buffer (in L1) and normalize the batch as one stretch.
+    constexpr int64_t kBuffer = 4096;
+    in_t buffer[kBuffer];
+    const int64_t batch = kBuffer / n0;
+    const RunParams p{weight[0], bias[0]};
+    for (int64_t r0 = 0; r0 < rows; r0 += batch) {
+      const int64_t n = std::min(batch, rows - r0);
+      for (int64_t r = 0; r < n; ++r) {
+        copy_short(buffer + r * n0, in + (r0 + r) * s1, n0 * static_cast<int64_t>(sizeof(in_t)));
+      }
+      affine_stretch(buffer, out + r0 * n0, n * n0, p);
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const in_t* x = in + r * s1;
+    out_t* y = out + r * n0;
+    if (channel == ChannelIn::kPerElement) {
+      const PatternParams p{weight, bias};
+      s0 == 1 ? affine_stretch(x, y, n0, p) : affine_stretch<0>(x, y, n0, p, s0);
+    } else {
+      const int64_t c = channel == ChannelIn::kPerRow ? r : 0;
+      const RunParams p{weight[c], bias[c]};
+      s0 == 1 ? affine_stretch(x, y, n0, p) : affine_stretch<0>(x, y, n0, p, s0);
+    }
+  }
+}
+
+// A position in a strided layout: coordinates (innermost first) and the input offset they give.
+struct LayoutCounter {
+  int nd;
+  int64_t size[kMaxDims], stride[kMaxDims], coord[kMaxDims];
+  int64_t offset;
+
+  LayoutCounter(const StridedLayout& layout, int64_t linear) : nd(std::max(layout.ndim, 2)), offset(0) {
+    for (int d = 0; d < nd; ++d) {  // a 1-D layout gets a dim 1 of size 1
+      size[d] = d < layout.ndim ? layout.sizes[d] : 1;
+      stride[d] = d < layout.ndim ? layout.strides[d] : 0;
+      coord[d] = linear % size[d];
+      linear /= size[d];
+      offset += coord[d] * stride[d];
+    }
+  }
+
+  // Moves `n` along dim d (coord[d] + n <= size[d]); at the end of the dim, to the next coordinate of the
+  // dims outside it.
+  void step(int d, int64_t n) {
+    coord[d] += n;
+    offset += n * stride[d];
+    for (; d < nd && coord[d] == size[d]; ++d) {
+      coord[d] = 0;
+      offset -= size[d] * stride[d];
+      if (d + 1 < nd) {
+        ++coord[d + 1];
+        offset += stride[d + 1];
+      }
+    }
+  }
+};
+
+// Output elements [begin, end) of any strided layout, in order: the two innermost dims as tiles (a partial
+// row where the range starts or ends mid-row), a counter over the outer dims. Dividing happens once, to
+// find where `begin` is. Rows shorter than a cache line (patches) come from as many lines as rows, in an
+// order the hardware prefetcher cannot follow: a second counter runs kPrefetchTiles tiles ahead and
+// prefetches their rows.
+template <typename in_t, typename out_t>
+void affine_strided(const in_t* in, out_t* out, const float* weight, const float* bias, const StridedLayout& layout,
+                    int64_t begin, int64_t end) {
+  constexpr int kPrefetchTiles = 8;
+  LayoutCounter at(layout, begin);
+  const int64_t n0 = at.size[0], s0 = at.stride[0], n1 = at.size[1], s1 = at.stride[1];
+  const int cd = layout.channel_dim;
+  const bool prefetch = n1 > 1 && s0 == 1 && n0 * static_cast<int64_t>(sizeof(in_t)) < 64;
+  LayoutCounter ahead = at;
+  if (prefetch) {
+    ahead.step(0, n0 - ahead.coord[0]);
+    for (int k = 0; k < kPrefetchTiles; ++k) ahead.step(1, n1 - ahead.coord[1]);
+  }
+  for (int64_t i = begin; i < end;) {
+    const int64_t c = cd < 0 ? 0 : at.coord[cd];
+    if (at.coord[0] != 0 || end - i < n0) {  // a partial row
+      const int64_t n = std::min(n0 - at.coord[0], end - i);
+      const ChannelIn how = cd == 0 ? ChannelIn::kPerElement : ChannelIn::kFixed;
+      affine_tile(in + at.offset, out + i, n, s0, 1, 0, weight + c, bias + c, how);
+      i += n;
+      at.step(0, n);
+    } else {  // whole rows, up to the end of dim 1
+      const int64_t rows = std::min(n1 - at.coord[1], (end - i) / n0);
+      const ChannelIn how = cd == 0 ? ChannelIn::kPerElement : cd == 1 ? ChannelIn::kPerRow : ChannelIn::kFixed;
+      if (prefetch) {
+        for (int64_t r = 0; r < n1; ++r) {
+          const in_t* row = in + ahead.offset + r * s1;
+          __builtin_prefetch(row);
+          __builtin_prefetch(row + n0 - 1);
+        }
+        ahead.step(1, n1);
+      }
+      affine_tile(in + at.offset, out + i, n0, s0, rows, s1, weight + c, bias + c, how);
+      i += rows * n0;
+      at.step(1, rows);
+    }
+  }
+}
+
+template <typename in_t, typename out_t>
+void affine_contiguous(const in_t* in, out_t* out, const float* weight, const float* bias, const AffinePlan& plan) {
   const int64_t numel = plan.numel;
   const int64_t inner = plan.inner;
   const int64_t channels = plan.channels;
-
-  if (!plan.contiguous) {
-    at::parallel_for(0, numel, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) affine_strided_element(in, out, weight, bias, plan.strided, i);
-    });
-    return;
-  }
-
   const int64_t period = channels * inner;
   if (inner >= kMinRun || period > kMaxPeriod) {
     at::parallel_for(0, numel / inner, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
@@ -150,6 +327,41 @@ void affine_cpu_kernel(const in_t* in, out_t* out, const float* weight, const fl
                    });
 }
 
+template <typename in_t, typename out_t>
+void affine_cpu_kernel(const in_t* in, out_t* out, const float* weight, const float* bias, const AffinePlan& plan) {
+  switch (plan.kind) {
+    case AffinePlan::Kind::kContiguous:
+      return affine_contiguous(in, out, weight, bias, plan);
+    case AffinePlan::Kind::kChannelsLast: {
+      const ChannelsLastShape shape = plan.pixels;
+      const int64_t grain = std::max<int64_t>(1, kGrain / shape.channels);
+      return at::parallel_for(0, shape.outer * shape.pixels, grain, [&](int64_t begin, int64_t end) {
+        affine_channels_last(in, out, weight, bias, shape, begin, end);
+      });
+    }
+    case AffinePlan::Kind::kStrided:
+      return at::parallel_for(0, plan.numel, kGrain, [&](int64_t begin, int64_t end) {
+        affine_strided(in, out, weight, bias, plan.layout, begin, end);
+      });
+  }
+}
+
+// A fresh output of several huge pages gets transparent huge pages before the kernel first touches it:
+// first-touch faults of 4 KiB pages otherwise cost several times the kernel itself (a 165 MB output: ~100
+// ms of faults against ~15 ms of work). madvise is advice: an error or a kernel without THP changes nothing.
+void advise_huge_pages(const at::Tensor& out) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  if (out.nbytes() < 4 * kHugePage) return;
+  const auto begin = reinterpret_cast<uintptr_t>(out.data_ptr());
+  const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t last = (begin + out.nbytes()) & ~(kHugePage - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)out;
+#endif
+}
+
 void run_affine_cpu(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                     int64_t dim) {
   const AffinePlan plan = plan_affine(input, dim);
@@ -163,7 +375,7 @@ void run_affine_cpu(const at::Tensor& out, const at::Tensor& input, const at::Te
 }  // namespace
 
 TORCH_LIBRARY_IMPL(fused_input_norm, CPU, m) {
-  m.impl("affine", &affine_op<run_affine_cpu>);
+  m.impl("affine", &affine_op<run_affine_cpu, advise_huge_pages>);
   m.impl("affine_out", &affine_out_op<run_affine_cpu>);
 }
 

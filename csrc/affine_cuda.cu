@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "affine.h"
 #include "dispatch.h"
@@ -18,29 +19,94 @@ namespace fused_input_norm {
 namespace {
 
 constexpr int kThreads = 256;
-// Enough resident blocks to fill every SM; the grid-stride loops cover the rest, so the grid never
-// grows with numel and no grid-dimension limit can be hit.
-constexpr int kBlocksPerSm = 8;
+constexpr int kMaxDevices = 64;
 
-int max_blocks(int device) {
-  static std::atomic<int> cache[64] = {};
-  if (device < 0 || device >= 64) device = 0;
+// Blocks of `Kernel` that fit on the device at once (occupancy x SMs), cached per device and kernel. The
+// grid is never larger: the grid-stride loops cover the rest, so no grid-dimension limit can be hit and
+// no block waits for a second wave.
+template <auto Kernel>
+int resident_blocks(int device) {
+  static std::atomic<int> cache[kMaxDevices] = {};
+  if (device < 0 || device >= kMaxDevices) device = 0;
   int blocks = cache[device].load(std::memory_order_relaxed);
   if (blocks == 0) {
-    int sms = 0;
+    int sms = 0, per_sm = 0;
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    blocks = std::max(1, sms) * kBlocksPerSm;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, kThreads, 0));
+    blocks = std::max(1, sms * per_sm);
     cache[device].store(blocks, std::memory_order_relaxed);
   }
   return blocks;
 }
 
-unsigned grid_for(int64_t work_items, int device) {
-  const int64_t needed = (work_items + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(needed, max_blocks(device))));
+// Launches Kernel on enough threads for `work_items` thread steps, at most one resident wave.
+template <auto Kernel, typename... Args>
+void launch(int64_t work_items, int device, cudaStream_t stream, Args... args) {
+  const int64_t needed = std::max<int64_t>(1, (work_items + kThreads - 1) / kThreads);
+  const int64_t grid = std::min<int64_t>(needed, resident_blocks<Kernel>(device));
+  Kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(args...);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// Calls body(std::integral_constant<int, V>) with the widest V <= MAX (a power of two) that both pointers
+// are aligned for.
+template <typename in_t, typename out_t, int V = kElemsPerVector<in_t, out_t>, typename Body>
+void with_widest_vector(const in_t* in, const out_t* out, Body&& body) {
+  if constexpr (V == 1) {
+    body(std::integral_constant<int, 1>{});
+  } else {
+    if (vectors_fit<in_t, out_t, V>(in, out)) return body(std::integral_constant<int, V>{});
+    with_widest_vector<in_t, out_t, V / 2>(in, out, body);
+  }
 }
 
 bool is_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kBytesPerLoad == 0; }
+
+template <typename in_t, typename out_t, typename index_t>
+void launch_affine(const AffinePlan& plan, const in_t* in, out_t* y, const float* w, const float* b, int device,
+                   cudaStream_t stream) {
+  constexpr int kVec = kElemsPerVector<in_t, out_t>;
+  const auto numel = static_cast<index_t>(plan.numel);
+  const bool aligned = is_aligned(in) && is_aligned(y);
+  switch (plan.kind) {
+    case AffinePlan::Kind::kChannelsLast: {
+      const auto& shape = plan.pixels;
+      if (aligned && shape.pixels % kVec == 0) {
+        return launch<affine_pixels_kernel<in_t, out_t, index_t, true>>(
+            plan.numel / (shape.channels * kVec), device, stream, in, y, w, b, numel, static_cast<int>(shape.channels),
+            static_cast<index_t>(shape.pixels));
+      }
+      break;  // the general strided kernel reads the same layout
+    }
+    case AffinePlan::Kind::kContiguous:
+      if (aligned && plan.inner == 1 && plan.channels >= 2 && plan.channels <= 4) {  // NHWC, C <= 4
+        return launch<affine_pixels_kernel<in_t, out_t, index_t, false>>(plan.numel / (plan.channels * kVec) + 1,
+                                                                         device, stream, in, y, w, b, numel,
+                                                                         static_cast<int>(plan.channels), index_t{0});
+      }
+      return with_widest_vector(in, y, [&](auto vec) {
+        constexpr int V = decltype(vec)::value;
+        // Two vectors per thread step.
+        launch<affine_contiguous_kernel<in_t, out_t, index_t, V>>(plan.numel / (2 * V) + 1, device, stream, in, y, w, b,
+                                                                  numel, static_cast<index_t>(plan.inner),
+                                                                  static_cast<index_t>(plan.channels));
+      });
+    case AffinePlan::Kind::kStrided:
+      break;
+  }
+  launch<affine_strided_kernel<in_t, out_t, index_t>>(plan.numel / kStridedRun + 1, device, stream, in, y, w, b, numel,
+                                                      make_offset_calculator<index_t>(plan.layout));
+}
+
+// 32-bit indexing (magic-number division) when every index and input offset fits in 31 bits.
+bool fits_32_bit(const AffinePlan& plan) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (plan.numel > kMax) return false;
+  if (plan.kind == AffinePlan::Kind::kContiguous) return true;
+  int64_t last = 0;
+  for (int d = 0; d < plan.layout.ndim; ++d) last += (plan.layout.sizes[d] - 1) * plan.layout.strides[d];
+  return last < kMax;
+}
 
 void run_affine_cuda(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                      int64_t dim) {
@@ -55,26 +121,11 @@ void run_affine_cuda(const at::Tensor& out, const at::Tensor& input, const at::T
   FIN_DISPATCH_IN_OUT(plan.source.scalar_type(), out.scalar_type(), [&] {
     const auto* in = static_cast<const in_t*>(plan.source.const_data_ptr());
     auto* y = static_cast<out_t*>(out.data_ptr());
-    if (plan.contiguous && is_aligned(in) && is_aligned(y)) {
-      constexpr int vec = kElemsPerVector<in_t, out_t>;
-      const unsigned grid = grid_for((plan.numel + vec - 1) / vec, device);
-      const auto launch = [&](auto index_type) {
-        using index_t = decltype(index_type);
-        affine_contiguous_kernel<in_t, out_t, index_t>
-            <<<grid, kThreads, 0, stream>>>(in, y, w, b, static_cast<index_t>(plan.numel),
-                                            static_cast<index_t>(plan.inner), static_cast<index_t>(plan.channels));
-      };
-      // 32-bit indexing when it fits: the per-vector division is several times cheaper.
-      if (plan.numel <= std::numeric_limits<int32_t>::max()) {
-        launch(uint32_t{});
-      } else {
-        launch(uint64_t{});
-      }
+    if (fits_32_bit(plan)) {
+      launch_affine<in_t, out_t, uint32_t>(plan, in, y, w, b, device, stream);
     } else {
-      affine_strided_kernel<in_t, out_t>
-          <<<grid_for(plan.numel, device), kThreads, 0, stream>>>(in, y, w, b, plan.numel, plan.strided);
+      launch_affine<in_t, out_t, uint64_t>(plan, in, y, w, b, device, stream);
     }
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
 }
 

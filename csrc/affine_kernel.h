@@ -121,21 +121,24 @@ FIN_HOST_DEVICE half_bits from_float<half_bits>(float f) {
 
 // Rounds n (even) fp32 results to the output type. NVIDIA GPUs convert two at a time with one packed
 // instruction (round to nearest even, as from_float), instead of the integer rounding sequence per element.
+// `y` must be 4-byte aligned when n > 1 (it is a register array in the kernels).
 template <typename out_t, int n>
 FIN_HOST_DEVICE void round_pairs(const float* f, out_t* y) {
-  static_assert(n % 2 == 0, "pairs");
+  constexpr int paired = n / 2 * 2;
 #if defined(FIN_DEVICE_PASS) && !defined(__HIPCC__)
   if constexpr (std::is_same_v<out_t, bfloat16_bits>) {
 #pragma unroll
-    for (int j = 0; j < n; j += 2) *reinterpret_cast<__nv_bfloat162*>(y + j) = __floats2bfloat162_rn(f[j], f[j + 1]);
+    for (int j = 0; j < paired; j += 2)
+      *reinterpret_cast<__nv_bfloat162*>(y + j) = __floats2bfloat162_rn(f[j], f[j + 1]);
   } else if constexpr (std::is_same_v<out_t, half_bits>) {
 #pragma unroll
-    for (int j = 0; j < n; j += 2) *reinterpret_cast<__half2*>(y + j) = __floats2half2_rn(f[j], f[j + 1]);
+    for (int j = 0; j < paired; j += 2) *reinterpret_cast<__half2*>(y + j) = __floats2half2_rn(f[j], f[j + 1]);
   } else
 #endif
   {
-    for (int j = 0; j < n; ++j) y[j] = from_float<out_t>(f[j]);
+    for (int j = 0; j < paired; ++j) y[j] = from_float<out_t>(f[j]);
   }
+  if constexpr (paired != n) y[n - 1] = from_float<out_t>(f[n - 1]);
 }
 
 FIN_HOST_DEVICE float affine(float x, float w, float b) {
@@ -146,10 +149,268 @@ FIN_HOST_DEVICE float affine(float x, float w, float b) {
 #endif
 }
 
-// ---- channel indexing --------------------------------------------------------------------------------
-// A contiguous input is viewed as [outer, channels, inner]; element i belongs to channel (i / inner) %
-// channels. Walking elements in order, the cursor keeps (channel, position inside the inner run) and
-// advances with compares only, so a vector of elements costs one division, not one per element.
+// ---- strided layouts: the one index scheme of both backends -----------------------------------------
+// The output is always row-major (contiguous, input's shape). A StridedLayout describes where the input's
+// elements are, in the output's order: dims innermost first, size-1 dims dropped, and neighbours merged
+// where the outer one steps exactly over the inner one (never across the channel dim). The glue builds it
+// once per call; the CPU walks it with a counter, the GPU maps indices through an OffsetCalculator.
+constexpr int kMaxDims = 10;
+
+struct StridedLayout {
+  int ndim;         // >= 1
+  int channel_dim;  // in sizes/strides (innermost = 0); -1 when the channel dim has size 1
+  int64_t sizes[kMaxDims];
+  int64_t strides[kMaxDims];  // in input elements; 0 for broadcast (expanded) dims
+};
+
+// Host only. Returns false when more than kMaxDims dims survive merging (the glue then copies).
+inline bool build_strided_layout(int ndim, const int64_t* sizes, const int64_t* strides, int channel_dim,
+                                 StridedLayout* layout) {
+  StridedLayout l{};
+  l.channel_dim = -1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    if (sizes[d] == 1) continue;
+    const bool is_channel = d == channel_dim;
+    const int n = l.ndim;
+    if (n > 0 && !is_channel && l.channel_dim != n - 1 && strides[d] == l.sizes[n - 1] * l.strides[n - 1]) {
+      l.sizes[n - 1] *= sizes[d];
+      continue;
+    }
+    if (n == kMaxDims) return false;
+    l.sizes[n] = sizes[d];
+    l.strides[n] = strides[d];
+    if (is_channel) l.channel_dim = n;
+    l.ndim = n + 1;
+  }
+  if (l.ndim == 0) {  // a single element
+    l.ndim = 1;
+    l.sizes[0] = 1;
+    l.strides[0] = 1;
+  }
+  *layout = l;
+  return true;
+}
+
+// Channels-last input read channels-first (HWC -> CHW, NHWC -> NCHW): the input is contiguous
+// [outer, pixels, channels] and the output [outer, channels, pixels]. Host only.
+struct ChannelsLastShape {
+  int64_t outer, channels, pixels;
+};
+
+inline bool as_channels_last(const StridedLayout& l, ChannelsLastShape* shape) {
+  if (l.ndim < 2 || l.ndim > 3 || l.channel_dim != 1) return false;
+  const int64_t c = l.sizes[1], m = l.sizes[0];
+  if (c < 2 || c > 4 || l.strides[1] != 1 || l.strides[0] != c) return false;
+  if (l.ndim == 3 && l.strides[2] != c * m) return false;
+  *shape = {l.ndim == 3 ? l.sizes[2] : 1, c, m};
+  return true;
+}
+
+// n / d with a precomputed magic number (as PyTorch's IntDivider): valid for n, d < 2^31, which the glue
+// guarantees before choosing 32-bit indexing. The 64-bit form divides.
+template <typename index_t>
+struct IntDivider {
+  index_t divisor;
+  FIN_HOST_DEVICE index_t div(index_t n) const { return n / divisor; }
+};
+
+template <>
+struct IntDivider<uint32_t> {
+  uint32_t divisor, magic, shift;
+  FIN_HOST_DEVICE uint32_t div(uint32_t n) const {
+#if defined(FIN_DEVICE_PASS)
+    const uint32_t t = __umulhi(n, magic);
+#else
+    const uint32_t t = static_cast<uint32_t>((static_cast<uint64_t>(n) * magic) >> 32);
+#endif
+    return (t + n) >> shift;
+  }
+};
+
+template <typename index_t>
+inline IntDivider<index_t> make_divider(index_t d) {  // host only; d >= 1
+  IntDivider<index_t> r{};
+  r.divisor = d;
+  if constexpr (std::is_same_v<index_t, uint32_t>) {
+    while (r.shift < 32 && (uint64_t{1} << r.shift) < d) ++r.shift;
+    r.magic = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << r.shift) - d)) / d + 1);
+  }
+  return r;
+}
+
+// Maps the output's linear index to the input's element offset and channel: one magic-number division
+// per dim in 32-bit indexing.
+template <typename index_t>
+struct OffsetCalculator {
+  struct Position {
+    index_t offset;   // input element offset
+    index_t channel;  // weight/bias index
+    index_t inner;    // coordinate along dim 0 (to step along it without dividing)
+  };
+
+  int ndim;
+  int channel_dim;
+  IntDivider<index_t> sizes[kMaxDims];
+  index_t strides[kMaxDims];
+
+  FIN_HOST_DEVICE Position locate(index_t linear) const {
+    Position p{0, 0, 0};
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+    for (int d = 0; d < kMaxDims; ++d) {
+      if (d == ndim) break;
+      const index_t q = sizes[d].div(linear);
+      const index_t coord = linear - q * sizes[d].divisor;
+      p.offset += coord * strides[d];
+      if (d == channel_dim) p.channel = coord;
+      if (d == 0) p.inner = coord;
+      linear = q;
+    }
+    return p;
+  }
+};
+
+template <typename index_t>
+inline OffsetCalculator<index_t> make_offset_calculator(const StridedLayout& l) {  // host only
+  OffsetCalculator<index_t> calc{};
+  calc.ndim = l.ndim;
+  calc.channel_dim = l.channel_dim;
+  for (int d = 0; d < l.ndim; ++d) {
+    calc.sizes[d] = make_divider(static_cast<index_t>(l.sizes[d]));
+    calc.strides[d] = static_cast<index_t>(l.strides[d]);
+  }
+  return calc;
+}
+
+// ---- memory access --------------------------------------------------------------------------------
+constexpr int kBytesPerLoad = 16;
+
+// The unsigned type moved by one aligned access of BYTES bytes.
+#if defined(__HIPCC__)
+typedef unsigned int native_u32x4 __attribute__((ext_vector_type(4)));  // the nontemporal builtins take
+typedef unsigned int native_u32x2 __attribute__((ext_vector_type(2)));  // clang vectors, not HIP's uint4
+#endif
+template <int BYTES>
+struct Chunk;
+template <>
+struct Chunk<16> {
+#if defined(__HIPCC__)
+  using type = native_u32x4;
+#elif defined(FIN_GPU_COMPILER)
+  using type = uint4;
+#else
+  struct alignas(16) type {
+    uint32_t w[4];
+  };
+#endif
+};
+template <>
+struct Chunk<8> {
+#if defined(__HIPCC__)
+  using type = native_u32x2;
+#elif defined(FIN_GPU_COMPILER)
+  using type = uint2;
+#else
+  using type = uint64_t;
+#endif
+};
+template <>
+struct Chunk<4> {
+  using type = uint32_t;
+};
+template <>
+struct Chunk<2> {
+  using type = uint16_t;
+};
+template <>
+struct Chunk<1> {
+  using type = uint8_t;
+};
+
+// Data is touched exactly once: streaming loads/stores keep it from evicting weight/bias and other
+// kernels' working sets from L2.
+template <typename T>
+FIN_HOST_DEVICE T load_streaming(const T* p) {
+#if defined(FIN_DEVICE_PASS) && defined(__HIPCC__)
+  return __builtin_nontemporal_load(p);
+#elif defined(FIN_DEVICE_PASS)
+  return __ldcs(p);
+#else
+  return *p;
+#endif
+}
+
+template <typename T>
+FIN_HOST_DEVICE void store_streaming(T* p, T v) {
+#if defined(FIN_DEVICE_PASS) && defined(__HIPCC__)
+  __builtin_nontemporal_store(v, p);
+#elif defined(FIN_DEVICE_PASS)
+  __stcs(p, v);
+#else
+  *p = v;
+#endif
+}
+
+// weight/bias are read by every thread: through the read-only cache on the GPU.
+FIN_HOST_DEVICE float load_param(const float* p) {
+#if defined(FIN_DEVICE_PASS)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+
+// N elements of T in registers, moved by aligned accesses of up to 16 bytes: the pointer must be aligned
+// to kAccess bytes.
+template <typename T, int N>
+struct Vec {
+  static constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  static constexpr int kAccess = kBytes < kBytesPerLoad ? kBytes : kBytesPerLoad;
+  using chunk_t = typename Chunk<kAccess>::type;
+  union {
+    chunk_t raw[kBytes / kAccess];
+    T elems[N];
+  };
+
+  FIN_HOST_DEVICE void load(const T* p) {
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+    for (int s = 0; s < kBytes / kAccess; ++s) raw[s] = load_streaming(reinterpret_cast<const chunk_t*>(p) + s);
+  }
+  FIN_HOST_DEVICE void store(T* p) const {
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+    for (int s = 0; s < kBytes / kAccess; ++s) store_streaming(reinterpret_cast<chunk_t*>(p) + s, raw[s]);
+  }
+};
+
+template <typename T, int N>
+FIN_HOST_DEVICE bool is_aligned_for(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % Vec<T, N>::kAccess == 0;
+}
+
+// Elements per vector at full width: one 16-byte access of the narrower type, whole 16-byte accesses of
+// the wider one (uint8 -> bf16: 16 elements, one load, two stores). Misaligned pointers get narrower
+// vectors (VEC / 2, / 4, ... down to 1), never the strided kernel.
+template <typename in_t, typename out_t>
+constexpr int kElemsPerVector =
+    kBytesPerLoad / static_cast<int>(sizeof(in_t) < sizeof(out_t) ? sizeof(in_t) : sizeof(out_t));
+
+template <typename in_t, typename out_t, int VEC>
+FIN_HOST_DEVICE bool vectors_fit(const in_t* in, const out_t* out) {
+  return is_aligned_for<in_t, VEC>(in) && is_aligned_for<out_t, VEC>(out);
+}
+
+// ---- the GPU kernels' per-thread work ---------------------------------------------------------------
+// Written as host-and-device functions: the kernels below are one call each, and the host compiler runs
+// the very same code thread by thread (tests/cpp/kernel_emulation.cpp), so the vector indexing and the
+// grid-stride/tail split are tested without a GPU.
+
+// A contiguous input is [outer, channels, inner]: element i has channel (i / inner) % channels. The
+// cursor keeps (channel, position in the run) and advances with compares only.
 template <typename index_t>
 struct ChannelCursor {
   index_t channel;
@@ -169,208 +430,233 @@ struct ChannelCursor {
   }
 };
 
-// Any strided input, after the glue has merged what it can: maps a row-major linear index (the contiguous
-// output's) to the input's element offset and the element's channel.
-constexpr int kMaxStridedDims = 8;
-
-struct StridedLayout {
-  int ndim;
-  int channel_dim;  // -1: a single channel (always 0)
-  int64_t sizes[kMaxStridedDims];
-  int64_t strides[kMaxStridedDims];
-};
-
-FIN_HOST_DEVICE int64_t strided_offset(const StridedLayout& layout, int64_t linear, int64_t* channel) {
-  int64_t offset = 0;
-  *channel = 0;
+// Normalizes and stores vector v (elements v * VEC ...) of a contiguous input.
+template <typename in_t, typename out_t, int VEC, typename index_t>
+FIN_HOST_DEVICE void affine_contiguous_vector(const Vec<in_t, VEC>& x, out_t* out, const float* weight,
+                                              const float* bias, index_t v, index_t inner, index_t channels) {
+  float r[VEC];
+  ChannelCursor<index_t> cursor(v * VEC, inner, channels);
+  if (inner >= VEC) {
+    // Channel runs at least a vector long (patches, NCHW): at most one channel boundary falls inside the
+    // vector, so each element only picks one of two weight/bias pairs (a compare and two selects).
+    const index_t next = cursor.channel + 1 == channels ? 0 : cursor.channel + 1;
+    const index_t boundary = inner - cursor.in_run;  // elements left in the current channel run, >= 1
+    const float w0 = load_param(weight + cursor.channel), b0 = load_param(bias + cursor.channel);
+    const float w1 = load_param(weight + next), b1 = load_param(bias + next);
 #if defined(FIN_GPU_COMPILER)
 #pragma unroll
 #endif
-  for (int d = kMaxStridedDims - 1; d >= 0; --d) {
-    if (d < layout.ndim) {
-      const int64_t size = layout.sizes[d];
-      const int64_t q = linear / size;
-      const int64_t coord = linear - q * size;
-      linear = q;
-      offset += coord * layout.strides[d];
-      if (d == layout.channel_dim) *channel = coord;
+    for (int j = 0; j < VEC; ++j) {
+      const bool second = static_cast<index_t>(j) >= boundary;
+      r[j] = affine(to_float(x.elems[j]), second ? w1 : w0, second ? b1 : b0);
     }
-  }
-  return offset;
-}
-
-template <typename in_t, typename out_t>
-FIN_HOST_DEVICE void affine_strided_element(const in_t* in, out_t* out, const float* weight, const float* bias,
-                                            const StridedLayout& layout, int64_t linear) {
-  int64_t c;
-  const int64_t offset = strided_offset(layout, linear, &c);
-  out[linear] = from_float<out_t>(affine(to_float(in[offset]), weight[c], bias[c]));
-}
-
-// ---- the GPU kernels' per-thread work ---------------------------------------------------------------
-// Written as host-and-device functions: the kernels below are one call each, and the host compiler can
-// run the very same code thread by thread (tests/cpp/kernel_emulation.cpp), so the vector indexing and
-// the grid-stride/tail split are tested without a GPU.
-constexpr int kBytesPerLoad = 16;
-
-// Elements per thread per step: one 16-byte access of the narrower type, whole 16-byte accesses of the
-// wider one (uint8 -> bf16: 16 elements, one load, two stores).
-template <typename in_t, typename out_t>
-constexpr int kElemsPerVector =
-    kBytesPerLoad / static_cast<int>(sizeof(in_t) < sizeof(out_t) ? sizeof(in_t) : sizeof(out_t));
-
-#if defined(FIN_GPU_COMPILER)
-using pack16_t = uint4;
-#else
-struct alignas(16) pack16_t {
-  uint32_t x, y, z, w;
-};
-#endif
-
-#if defined(__HIPCC__)
-// The nontemporal builtins take clang vector types, not HIP's uint4 struct.
-typedef unsigned int native_u32x4 __attribute__((ext_vector_type(4)));
-#endif
-
-// Data is touched exactly once: streaming loads/stores keep it from evicting weight/bias and other
-// kernels' working sets from L2.
-FIN_HOST_DEVICE pack16_t load_streaming(const pack16_t* p) {
-#if defined(FIN_DEVICE_PASS) && defined(__HIPCC__)
-  const native_u32x4 v = __builtin_nontemporal_load(reinterpret_cast<const native_u32x4*>(p));
-  return make_uint4(v.x, v.y, v.z, v.w);
-#elif defined(FIN_DEVICE_PASS)
-  return __ldcs(p);
-#else
-  return *p;
-#endif
-}
-
-FIN_HOST_DEVICE void store_streaming(pack16_t* p, pack16_t v) {
-#if defined(FIN_DEVICE_PASS) && defined(__HIPCC__)
-  const native_u32x4 native = {v.x, v.y, v.z, v.w};
-  __builtin_nontemporal_store(native, reinterpret_cast<native_u32x4*>(p));
-#elif defined(FIN_DEVICE_PASS)
-  __stcs(p, v);
-#else
-  *p = v;
-#endif
-}
-
-// weight/bias are read by every thread: through the read-only cache on the GPU.
-FIN_HOST_DEVICE float load_param(const float* p) {
-#if defined(FIN_DEVICE_PASS)
-  return __ldg(p);
-#else
-  return *p;
-#endif
-}
-
-// One thread of the contiguous kernel: input and output contiguous and 16-byte aligned. The thread
-// handles vectors first, first + step, ... (a grid-stride loop: no grid-size limit whatever numel is),
-// then the elements of the tail under one vector the same way. `in` and `out` may be the same buffer
-// (in-place: each vector is read before it is written, by the same thread), so no __restrict__.
-template <typename in_t, typename out_t, typename index_t>
-FIN_HOST_DEVICE void affine_contiguous_thread(const in_t* in, out_t* out, const float* weight, const float* bias,
-                                              index_t numel, index_t inner, index_t channels, index_t first,
-                                              index_t step) {
-  constexpr int VEC = kElemsPerVector<in_t, out_t>;
-  constexpr int IN_LOADS = VEC * static_cast<int>(sizeof(in_t)) / kBytesPerLoad;
-  constexpr int OUT_STORES = VEC * static_cast<int>(sizeof(out_t)) / kBytesPerLoad;
-  const index_t num_vectors = numel / VEC;
-
-  for (index_t v = first; v < num_vectors; v += step) {
-    union {
-      pack16_t raw[IN_LOADS];
-      in_t elems[VEC];
-    } x;
-    union {
-      pack16_t raw[OUT_STORES];
-      out_t elems[VEC];
-    } y;
-    float r[VEC];
+  } else {
+    // Short runs other than channels-last with <= 4 channels (which has its own kernel): walk the
+    // channels element by element.
+    float w = load_param(weight + cursor.channel);
+    float b = load_param(bias + cursor.channel);
 #if defined(FIN_GPU_COMPILER)
 #pragma unroll
 #endif
-    for (int s = 0; s < IN_LOADS; ++s) {
-      x.raw[s] = load_streaming(reinterpret_cast<const pack16_t*>(in) + v * IN_LOADS + s);
-    }
-
-    ChannelCursor<index_t> cursor(v * VEC, inner, channels);
-    if (inner >= VEC) {
-      // Channel runs at least a vector long (patches, NCHW): at most one channel boundary falls inside
-      // the vector, so each element only picks one of two weight/bias pairs (a compare and two selects).
-      const index_t next = cursor.channel + 1 == channels ? 0 : cursor.channel + 1;
-      const index_t boundary = inner - cursor.in_run;  // elements left in the current channel run, >= 1
-      const float w0 = load_param(weight + cursor.channel), b0 = load_param(bias + cursor.channel);
-      const float w1 = load_param(weight + next), b1 = load_param(bias + next);
-#if defined(FIN_GPU_COMPILER)
-#pragma unroll
-#endif
-      for (int j = 0; j < VEC; ++j) {
-        const bool second = static_cast<index_t>(j) >= boundary;
-        r[j] = affine(to_float(x.elems[j]), second ? w1 : w0, second ? b1 : b0);
-      }
-    } else {
-      // Short runs (NHWC: runs of 1): walk the channels element by element.
-      float w = load_param(weight + cursor.channel);
-      float b = load_param(bias + cursor.channel);
-#if defined(FIN_GPU_COMPILER)
-#pragma unroll
-#endif
-      for (int j = 0; j < VEC; ++j) {
-        r[j] = affine(to_float(x.elems[j]), w, b);
-        if (j + 1 < VEC) {
-          const index_t previous = cursor.channel;
-          cursor.advance(inner, channels);
-          if (cursor.channel != previous) {
-            w = load_param(weight + cursor.channel);
-            b = load_param(bias + cursor.channel);
-          }
+    for (int j = 0; j < VEC; ++j) {
+      r[j] = affine(to_float(x.elems[j]), w, b);
+      if (j + 1 < VEC) {
+        const index_t previous = cursor.channel;
+        cursor.advance(inner, channels);
+        if (cursor.channel != previous) {
+          w = load_param(weight + cursor.channel);
+          b = load_param(bias + cursor.channel);
         }
       }
     }
-    round_pairs<out_t, VEC>(r, y.elems);
-#if defined(FIN_GPU_COMPILER)
-#pragma unroll
-#endif
-    for (int s = 0; s < OUT_STORES; ++s) {
-      store_streaming(reinterpret_cast<pack16_t*>(out) + v * OUT_STORES + s, y.raw[s]);
-    }
   }
+  Vec<out_t, VEC> y;
+  round_pairs<out_t, VEC>(r, y.elems);
+  y.store(out + v * VEC);
+}
 
-  // The tail (under one vector) is grid-strided too, so the code is right for any grid, even one of
-  // fewer than VEC - 1 threads.
+// One thread of the contiguous kernel: input and output contiguous and aligned for Vec<., VEC>. The thread
+// handles vectors first, first + step, ... (a grid-stride loop: no grid-size limit whatever numel is), two
+// loads in flight per iteration, then the elements of the tail under one vector the same way. `in` and
+// `out` may be the same buffer (in place: a vector is read before it is written, by the same thread), so no
+// __restrict__.
+template <typename in_t, typename out_t, int VEC, typename index_t>
+FIN_HOST_DEVICE void affine_contiguous_thread(const in_t* in, out_t* out, const float* weight, const float* bias,
+                                              index_t numel, index_t inner, index_t channels, index_t first,
+                                              index_t step) {
+  const index_t num_vectors = numel / VEC;
+  index_t v = first;
+  for (; v + step < num_vectors; v += 2 * step) {
+    Vec<in_t, VEC> a, b;
+    a.load(in + v * VEC);
+    b.load(in + (v + step) * VEC);
+    affine_contiguous_vector(a, out, weight, bias, v, inner, channels);
+    affine_contiguous_vector(b, out, weight, bias, v + step, inner, channels);
+  }
+  if (v < num_vectors) {
+    Vec<in_t, VEC> a;
+    a.load(in + v * VEC);
+    affine_contiguous_vector(a, out, weight, bias, v, inner, channels);
+  }
+  // The tail (under one vector) is grid-strided too, so the code is right for any grid.
   for (index_t i = num_vectors * VEC + first; i < numel; i += step) {
     const index_t c = (i / inner) % channels;
     out[i] = from_float<out_t>(affine(to_float(in[i]), load_param(weight + c), load_param(bias + c)));
   }
 }
 
-// One thread of the strided kernel: any layout, one element per step.
-template <typename in_t, typename out_t>
+// Channels-last input, C = 2..4 channels interleaved: a group is VEC pixels, C input vectors, in which
+// element e has channel e % C, known at compile time, so weight/bias live in registers for the whole
+// thread. `planar` writes each channel's VEC results to its own plane (HWC -> CHW: input [outer, pixels,
+// C], output [outer, C, pixels], pixels a multiple of VEC); otherwise the output is interleaved like the
+// input (NHWC -> NHWC) and a tail under one group is done element by element.
+template <typename in_t, typename out_t, int C, bool planar, typename index_t>
+FIN_HOST_DEVICE void affine_pixels_thread_c(const in_t* in, out_t* out, const float* weight, const float* bias,
+                                            index_t numel, index_t pixels, index_t first, index_t step) {
+  constexpr int VEC = kElemsPerVector<in_t, out_t>;
+  float w[C], b[C];
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+  for (int c = 0; c < C; ++c) {
+    w[c] = load_param(weight + c);
+    b[c] = load_param(bias + c);
+  }
+  const index_t groups = numel / (C * VEC);
+  const index_t groups_per_image = pixels / VEC;  // planar only
+  for (index_t g = first; g < groups; g += step) {
+    Vec<in_t, C * VEC> x;
+    x.load(in + g * (C * VEC));
+    float r[C * VEC];
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+    for (int e = 0; e < C * VEC; ++e) r[e] = affine(to_float(x.elems[e]), w[e % C], b[e % C]);
+    if constexpr (planar) {
+      const index_t image = g / groups_per_image;
+      out_t* plane0 = out + image * (C * pixels) + (g - image * groups_per_image) * VEC;
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+      for (int c = 0; c < C; ++c) {
+        float channel[VEC];
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+        for (int p = 0; p < VEC; ++p) channel[p] = r[p * C + c];
+        Vec<out_t, VEC> y;
+        round_pairs<out_t, VEC>(channel, y.elems);
+        y.store(plane0 + c * pixels);
+      }
+    } else {
+      Vec<out_t, C * VEC> y;
+      round_pairs<out_t, C * VEC>(r, y.elems);
+      y.store(out + g * (C * VEC));
+    }
+  }
+  if constexpr (!planar) {
+    for (index_t i = groups * (C * VEC) + first; i < numel; i += step) {
+      const index_t c = i % C;  // through the cache: indexing the register arrays at run time would spill
+      out[i] = from_float<out_t>(affine(to_float(in[i]), load_param(weight + c), load_param(bias + c)));
+    }
+  }
+}
+
+template <typename in_t, typename out_t, bool planar, typename index_t>
+FIN_HOST_DEVICE void affine_pixels_thread(const in_t* in, out_t* out, const float* weight, const float* bias,
+                                          index_t numel, int channels, index_t pixels, index_t first, index_t step) {
+  switch (channels) {
+    case 2:
+      return affine_pixels_thread_c<in_t, out_t, 2, planar>(in, out, weight, bias, numel, pixels, first, step);
+    case 3:
+      return affine_pixels_thread_c<in_t, out_t, 3, planar>(in, out, weight, bias, numel, pixels, first, step);
+    default:
+      return affine_pixels_thread_c<in_t, out_t, 4, planar>(in, out, weight, bias, numel, pixels, first, step);
+  }
+}
+
+// Any layout: each step of a thread does kStridedRun consecutive outputs. The first is located with the
+// offset calculator; the next ones step along the innermost dim without dividing, locating again only where
+// a run ends. The results go out in one vector store when `out` is aligned for it.
+constexpr int kStridedRun = 8;
+
+template <typename in_t, typename out_t, typename index_t>
 FIN_HOST_DEVICE void affine_strided_thread(const in_t* in, out_t* out, const float* weight, const float* bias,
-                                           int64_t numel, const StridedLayout& layout, int64_t first, int64_t step) {
-  for (int64_t i = first; i < numel; i += step) affine_strided_element(in, out, weight, bias, layout, i);
+                                           index_t numel, const OffsetCalculator<index_t>& calc, index_t first,
+                                           index_t step) {
+  constexpr int E = kStridedRun;
+  const index_t runs = numel / E;
+  const index_t n0 = calc.sizes[0].divisor;
+  const index_t s0 = calc.strides[0];
+  const index_t channel_step = calc.channel_dim == 0 ? 1 : 0;
+  const bool vector_store = is_aligned_for<out_t, E>(out);
+  for (index_t g = first; g < runs; g += step) {
+    const index_t i0 = g * E;
+    auto pos = calc.locate(i0);
+    float r[E];
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+    for (int j = 0; j < E; ++j) {
+      if (j > 0) {
+        if (++pos.inner == n0) {
+          pos = calc.locate(i0 + j);
+        } else {
+          pos.offset += s0;
+          pos.channel += channel_step;
+        }
+      }
+      r[j] = affine(to_float(in[pos.offset]), load_param(weight + pos.channel), load_param(bias + pos.channel));
+    }
+    Vec<out_t, E> y;
+    round_pairs<out_t, E>(r, y.elems);
+    if (vector_store) {
+      y.store(out + i0);
+    } else {
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll
+#endif
+      for (int j = 0; j < E; ++j) out[i0 + j] = y.elems[j];
+    }
+  }
+  for (index_t i = runs * E + first; i < numel; i += step) {
+    const auto pos = calc.locate(i);
+    out[i] = from_float<out_t>(
+        affine(to_float(in[pos.offset]), load_param(weight + pos.channel), load_param(bias + pos.channel)));
+  }
 }
 
 #if defined(FIN_GPU_COMPILER)
 // ---- GPU kernels ---------------------------------------------------------------------------------------
-template <typename in_t, typename out_t, typename index_t>
+template <typename index_t>
+__device__ __forceinline__ index_t global_thread() {
+  return static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+template <typename index_t>
+__device__ __forceinline__ index_t grid_threads() {
+  return static_cast<index_t>(gridDim.x) * blockDim.x;
+}
+
+template <typename in_t, typename out_t, typename index_t, int VEC>
 __global__ void affine_contiguous_kernel(const in_t* in, out_t* out, const float* __restrict__ weight,
                                          const float* __restrict__ bias, index_t numel, index_t inner,
                                          index_t channels) {
-  affine_contiguous_thread(in, out, weight, bias, numel, inner, channels,
-                           static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-                           static_cast<index_t>(gridDim.x) * blockDim.x);
+  affine_contiguous_thread<in_t, out_t, VEC>(in, out, weight, bias, numel, inner, channels, global_thread<index_t>(),
+                                             grid_threads<index_t>());
 }
 
-// Everything else: non-contiguous input, or pointers not 16-byte aligned.
-template <typename in_t, typename out_t>
-__global__ void affine_strided_kernel(const in_t* in, out_t* out, const float* __restrict__ weight,
-                                      const float* __restrict__ bias, int64_t numel, StridedLayout layout) {
-  affine_strided_thread(in, out, weight, bias, numel, layout,
-                        static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-                        static_cast<int64_t>(gridDim.x) * blockDim.x);
+template <typename in_t, typename out_t, typename index_t, bool planar>
+__global__ void affine_pixels_kernel(const in_t* in, out_t* out, const float* __restrict__ weight,
+                                     const float* __restrict__ bias, index_t numel, int channels, index_t pixels) {
+  affine_pixels_thread<in_t, out_t, planar>(in, out, weight, bias, numel, channels, pixels, global_thread<index_t>(),
+                                            grid_threads<index_t>());
+}
+
+template <typename in_t, typename out_t, typename index_t>
+__global__ void affine_strided_kernel(const in_t* __restrict__ in, out_t* __restrict__ out,
+                                      const float* __restrict__ weight, const float* __restrict__ bias, index_t numel,
+                                      OffsetCalculator<index_t> calc) {
+  affine_strided_thread(in, out, weight, bias, numel, calc, global_thread<index_t>(), grid_threads<index_t>());
 }
 #endif  // FIN_GPU_COMPILER
 

@@ -82,46 +82,27 @@ void check_channel_vector(const char* op, const char* name, const at::Tensor& t,
                     t.strides());
 }
 
-// Drops size-1 dims and merges neighbours that are contiguous with each other (never across the channel
-// dim), so that most permuted or sliced inputs fit kMaxStridedDims.
-bool make_strided_layout(const at::Tensor& input, int64_t dim, StridedLayout* layout) {
-  layout->ndim = 0;
-  layout->channel_dim = -1;
-  for (int64_t d = 0; d < input.dim(); ++d) {
-    const int64_t size = input.size(d);
-    const int64_t stride = input.stride(d);
-    if (size == 1) continue;
-    const bool is_channel = d == dim;
-    const int n = layout->ndim;
-    if (n > 0 && !is_channel && layout->channel_dim != n - 1 && layout->strides[n - 1] == size * stride) {
-      layout->sizes[n - 1] *= size;
-      layout->strides[n - 1] = stride;
-      continue;
-    }
-    if (n == kMaxStridedDims) return false;
-    layout->sizes[n] = size;
-    layout->strides[n] = stride;
-    if (is_channel) layout->channel_dim = n;
-    layout->ndim = n + 1;
-  }
-  return true;
+// The bytes a tensor's elements span, [begin, end).
+std::pair<uintptr_t, uintptr_t> byte_range(const at::Tensor& t) {
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
+  return {begin, begin + (last + 1) * t.element_size()};
+}
+
+// True when a and b may touch common bytes: same allocation and intersecting byte ranges.
+bool may_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || !a.storage().is_alias_of(b.storage())) return false;
+  const auto [a_begin, a_end] = byte_range(a);
+  const auto [b_begin, b_end] = byte_range(b);
+  return a_begin < b_end && b_begin < a_end;
 }
 
 // True when out and input touch some common bytes without being the very same elements (an exact alias is
 // an in-place call). get_overlap_status alone answers TooHard for any strided input, even one in another
-// allocation, so first compare allocations, then byte extents.
+// allocation, hence the byte ranges first.
 bool shares_memory_partially(const at::Tensor& out, const at::Tensor& input) {
-  if (out.numel() == 0 || input.numel() == 0 || !out.storage().is_alias_of(input.storage())) return false;
-  if (at::get_overlap_status(out, input) == at::MemOverlapStatus::Full) return false;
-  const auto extent = [](const at::Tensor& t) {
-    int64_t last = 0;
-    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
-    const auto begin = reinterpret_cast<uintptr_t>(t.const_data_ptr());
-    return std::make_pair(begin, begin + (last + 1) * t.element_size());
-  };
-  const auto [out_begin, out_end] = extent(out);
-  const auto [in_begin, in_end] = extent(input);
-  return out_begin < in_end && in_begin < out_end;
+  return may_overlap(out, input) && at::get_overlap_status(out, input) != at::MemOverlapStatus::Full;
 }
 
 }  // namespace
@@ -149,7 +130,7 @@ at::ScalarType affine_output_dtype(const at::Tensor& input, std::optional<at::Sc
   return *out_dtype;
 }
 
-void check_out_arg(const at::Tensor& out, const at::Tensor& input) {
+void check_out_arg(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
   TORCH_CHECK(out.device() == input.device(), "fused_input_norm.affine_out: out must be on input's device ",
               input.device(), ", got ", out.device());
   TORCH_CHECK_TYPE(is_output_dtype(out.scalar_type()), "fused_input_norm.affine_out: out must have one of the dtypes ",
@@ -161,33 +142,33 @@ void check_out_arg(const at::Tensor& out, const at::Tensor& input) {
   TORCH_CHECK_VALUE(!shares_memory_partially(out, input),
                     "fused_input_norm.affine_out: out partially overlaps input; pass out=input exactly to "
                     "normalize in place, or a separate buffer");
+  // Every thread reads weight/bias while others write out: they must not share memory with out.
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"weight", weight}, {"bias", bias}}) {
+    TORCH_CHECK_VALUE(!may_overlap(out, t), "fused_input_norm.affine_out: out overlaps ", name,
+                      "; pass a separate output buffer");
+  }
 }
 
 AffinePlan plan_affine(const at::Tensor& input, int64_t dim) {
-  AffinePlan plan;
+  AffinePlan plan{};
   const int64_t wrapped = at::maybe_wrap_dim(dim, input.dim());
   plan.source = input;
-  plan.contiguous = input.is_contiguous();
-  if (!plan.contiguous && !make_strided_layout(input, wrapped, &plan.strided)) {
-    // More than kMaxStridedDims dims survive merging: rare enough to pay for a contiguous copy.
-    plan.source = input.contiguous();
-    plan.contiguous = true;
-  }
   plan.numel = input.numel();
   plan.channels = input.size(wrapped);
+  if (!input.is_contiguous()) {
+    if (build_strided_layout(static_cast<int>(input.dim()), input.sizes().data(), input.strides().data(),
+                             static_cast<int>(wrapped), &plan.layout)) {
+      plan.kind =
+          as_channels_last(plan.layout, &plan.pixels) ? AffinePlan::Kind::kChannelsLast : AffinePlan::Kind::kStrided;
+      return plan;
+    }
+    // More than kMaxDims dims survive merging: rare enough to pay for a contiguous copy.
+    plan.source = input.contiguous();
+  }
+  plan.kind = AffinePlan::Kind::kContiguous;
   plan.inner = 1;
   for (int64_t d = wrapped + 1; d < input.dim(); ++d) plan.inner *= input.size(d);
-  if (plan.contiguous) {
-    // Also usable by kernels that need the strided form of a contiguous input (unaligned pointers).
-    plan.strided.ndim = 3;
-    plan.strided.channel_dim = 1;
-    plan.strided.sizes[0] = plan.channels * plan.inner == 0 ? 0 : plan.numel / (plan.channels * plan.inner);
-    plan.strided.sizes[1] = plan.channels;
-    plan.strided.sizes[2] = plan.inner;
-    plan.strided.strides[0] = plan.channels * plan.inner;
-    plan.strided.strides[1] = plan.inner;
-    plan.strided.strides[2] = 1;
-  }
+  if (plan.channels == 1) plan.inner = plan.numel;  // one channel: the whole tensor is one run
   return plan;
 }
 

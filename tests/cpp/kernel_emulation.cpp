@@ -1,10 +1,13 @@
 // Runs the GPU kernels' per-thread code from affine_kernel.h on the host, one emulated thread after
 // another over a small grid, and checks every output element bit for bit against the scalar formula.
-// This tests the vector indexing (ChannelCursor), the grid-stride loop, the tail split, in-place
-// operation and both index widths without a GPU. Needs only a C++17 compiler:
+// Covers every kernel (contiguous at every vector width, channels-last planar and interleaved, strided),
+// every dtype pair, both index widths, tiny grids, in-place and misaligned pointers, plus the layout
+// building and the magic-number divider they rely on. Needs only a C++17 compiler:
 //   g++ -std=c++17 -O1 -Icsrc tests/cpp/kernel_emulation.cpp -o emulation && ./emulation
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -18,6 +21,11 @@ int passed = 0;
 int failed = 0;
 std::mt19937 rng(1234);
 
+void report(bool ok, const char* what, const char* types, size_t detail) {
+  (ok ? passed : failed)++;
+  if (!ok) std::printf("FAIL %s %s (%zu)\n", what, types, detail);
+}
+
 template <typename T>
 T random_value() {
   if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, uint16_t>) {
@@ -27,93 +35,262 @@ T random_value() {
   }
 }
 
-// 16-byte aligned storage for n elements of T (the contiguous kernel's requirement).
+// Storage for n elements of T starting `skew` bytes past a 16-byte boundary (a multiple of sizeof(T)).
 template <typename T>
-T* aligned(std::vector<fin::pack16_t>& storage, size_t n) {
-  storage.assign(n * sizeof(T) / sizeof(fin::pack16_t) + 1, fin::pack16_t{});
-  return reinterpret_cast<T*>(storage.data());
+struct Buffer {
+  std::vector<fin::Chunk<16>::type> storage;
+  T* data;
+  Buffer(size_t n, size_t skew = 0) : storage((n * sizeof(T) + skew) / 16 + 2) {
+    data = reinterpret_cast<T*>(reinterpret_cast<char*>(storage.data()) + skew);
+    std::memset(storage.data(), 0xFF, storage.size() * 16);  // poison
+  }
+};
+
+struct Params {
+  std::vector<float> weight, bias;
+  explicit Params(size_t channels) : weight(channels), bias(channels) {
+    for (size_t c = 0; c < channels; ++c) {
+      weight[c] = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
+      bias[c] = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
+    }
+  }
+  template <typename in_t, typename out_t>
+  out_t expected(in_t x, size_t c) const {
+    return fin::from_float<out_t>(fin::affine(fin::to_float(x), weight[c], bias[c]));
+  }
+};
+
+template <typename T>
+bool same_bits(const T& a, const T& b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
 }
 
-template <typename in_t, typename out_t, typename index_t>
+// ---- contiguous kernel, every vector width --------------------------------------------------------------
+template <typename in_t, typename out_t, int VEC, typename index_t>
 void check_contiguous(const char* types, size_t numel, size_t inner, size_t channels, size_t threads, bool in_place) {
-  std::vector<fin::pack16_t> in_storage, out_storage;
-  in_t* in = aligned<in_t>(in_storage, numel);
-  for (size_t i = 0; i < numel; ++i) in[i] = random_value<in_t>();
-  std::vector<float> weight(channels), bias(channels);
-  for (size_t c = 0; c < channels; ++c) {
-    weight[c] = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
-    bias[c] = std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
-  }
+  // Skew the pointers to the vector width's alignment and no more (VEC < max: a misaligned slice).
+  const size_t in_skew = fin::Vec<in_t, VEC>::kAccess % 16, out_skew = fin::Vec<out_t, VEC>::kAccess % 16;
+  Buffer<in_t> in(numel, in_skew);
+  for (size_t i = 0; i < numel; ++i) in.data[i] = random_value<in_t>();
+  const Params p(channels);
   std::vector<out_t> expected(numel);
-  for (size_t i = 0; i < numel; ++i) {
-    const size_t c = (i / inner) % channels;
-    expected[i] = fin::from_float<out_t>(fin::affine(fin::to_float(in[i]), weight[c], bias[c]));
-  }
-  out_t* out;
+  for (size_t i = 0; i < numel; ++i) expected[i] = p.expected<in_t, out_t>(in.data[i], (i / inner) % channels);
+  Buffer<out_t> out_buffer(numel, out_skew);
+  out_t* out = out_buffer.data;
   if constexpr (std::is_same_v<in_t, out_t>) {
-    out = in_place ? in : aligned<out_t>(out_storage, numel);
-  } else {
-    out = aligned<out_t>(out_storage, numel);
+    if (in_place) out = in.data;
   }
-  if (out != reinterpret_cast<out_t*>(in)) std::memset(out, 0xFF, numel * sizeof(out_t));  // poison
-
+  if (!fin::vectors_fit<in_t, out_t, VEC>(in.data, out)) return report(false, "contiguous alignment", types, VEC);
   for (size_t t = 0; t < threads; ++t) {
-    fin::affine_contiguous_thread<in_t, out_t, index_t>(in, out, weight.data(), bias.data(), numel, inner, channels, t,
-                                                        threads);
+    fin::affine_contiguous_thread<in_t, out_t, VEC, index_t>(in.data, out, p.weight.data(), p.bias.data(), numel, inner,
+                                                             channels, t, threads);
   }
   size_t bad = 0;
-  for (size_t i = 0; i < numel; ++i) bad += std::memcmp(&out[i], &expected[i], sizeof(out_t)) != 0;
-  if (bad == 0) {
-    ++passed;
-  } else {
-    ++failed;
-    std::printf("FAIL %s index%zu numel=%zu inner=%zu channels=%zu threads=%zu in_place=%d: %zu wrong\n", types,
-                8 * sizeof(index_t), numel, inner, channels, threads, in_place, bad);
-  }
+  for (size_t i = 0; i < numel; ++i) bad += !same_bits(out[i], expected[i]);
+  report(bad == 0, "contiguous", types, numel * 1000 + VEC);
 }
 
-template <typename in_t, typename out_t>
-void check_pair(const char* types) {
+template <typename in_t, typename out_t, int VEC>
+void check_contiguous_width(const char* types) {
   for (size_t numel : {1, 15, 16, 17, 33, 392, 1000, 4099}) {
     for (size_t inner : {1, 3, 7, 16, 196, 1000}) {
       for (size_t channels : {1, 3, 4}) {
         for (size_t threads : {1, 5, 64}) {
-          check_contiguous<in_t, out_t, uint32_t>(types, numel, inner, channels, threads, false);
-          check_contiguous<in_t, out_t, uint64_t>(types, numel, inner, channels, threads, false);
+          check_contiguous<in_t, out_t, VEC, uint32_t>(types, numel, inner, channels, threads, false);
+          check_contiguous<in_t, out_t, VEC, uint64_t>(types, numel, inner, channels, threads, false);
           if constexpr (std::is_same_v<in_t, out_t>) {
-            check_contiguous<in_t, out_t, uint32_t>(types, numel, inner, channels, threads, true);
+            check_contiguous<in_t, out_t, VEC, uint32_t>(types, numel, inner, channels, threads, true);
           }
+        }
+      }
+    }
+  }
+  if constexpr (VEC > 1) check_contiguous_width<in_t, out_t, VEC / 2>(types);
+}
+
+// ---- channels-last kernel: planar (HWC -> CHW) and interleaved (NHWC) -----------------------------------
+template <typename in_t, typename out_t, bool planar, typename index_t>
+void check_pixels(const char* types, size_t outer, size_t pixels, int channels, size_t threads) {
+  const size_t numel = outer * pixels * channels;
+  Buffer<in_t> in(numel);
+  for (size_t i = 0; i < numel; ++i) in.data[i] = random_value<in_t>();
+  const Params p(channels);
+  Buffer<out_t> out(numel);
+  for (size_t t = 0; t < threads; ++t) {
+    fin::affine_pixels_thread<in_t, out_t, planar, index_t>(in.data, out.data, p.weight.data(), p.bias.data(), numel,
+                                                            channels, pixels, t, threads);
+  }
+  size_t bad = 0;
+  for (size_t n = 0; n < outer; ++n) {
+    for (size_t m = 0; m < pixels; ++m) {
+      for (int c = 0; c < channels; ++c) {
+        const size_t src = (n * pixels + m) * channels + c;
+        const size_t dst = planar ? (n * channels + c) * pixels + m : src;
+        bad += !same_bits(out.data[dst], p.expected<in_t, out_t>(in.data[src], c));
+      }
+    }
+  }
+  report(bad == 0, planar ? "channels-last planar" : "channels-last interleaved", types, numel);
+}
+
+template <typename in_t, typename out_t>
+void check_pixels_pair(const char* types) {
+  constexpr size_t vec = fin::kElemsPerVector<in_t, out_t>;
+  for (int channels : {2, 3, 4}) {
+    for (size_t threads : {1, 3, 64}) {
+      for (size_t outer : {1, 2, 5}) {
+        for (size_t groups : {1, 3, 20}) {  // planar needs whole vectors of pixels per image
+          check_pixels<in_t, out_t, true, uint32_t>(types, outer, groups * vec, channels, threads);
+          check_pixels<in_t, out_t, true, uint64_t>(types, outer, groups * vec, channels, threads);
+        }
+        for (size_t pixels : {size_t{1}, size_t{7}, vec, 3 * vec + 5, size_t{100}}) {
+          check_pixels<in_t, out_t, false, uint32_t>(types, outer, pixels, channels, threads);
+          check_pixels<in_t, out_t, false, uint64_t>(types, outer, pixels, channels, threads);
         }
       }
     }
   }
 }
 
-// The strided kernel's thread loop on a permuted [2, 3, 5] input (channels on dim 1) with 7 threads.
-void check_strided() {
-  const int64_t sizes[3] = {2, 3, 5};
-  std::vector<uint8_t> in(30);
-  for (auto& v : in) v = static_cast<uint8_t>(rng());
-  fin::StridedLayout layout{3, 1, {2, 3, 5}, {1, 10, 2}};  // element (a, c, k) at a + 10 c + 2 k
-  const float weight[3] = {0.5f, -1.0f, 2.0f};
-  const float bias[3] = {1.0f, 0.25f, -3.0f};
-  std::vector<float> out(30, -1.0f);
-  for (int64_t t = 0; t < 7; ++t)
-    fin::affine_strided_thread<uint8_t, float>(in.data(), out.data(), weight, bias, 30, layout, t, 7);
+// ---- strided kernel -----------------------------------------------------------------------------------
+// A random view: a permutation of a random contiguous shape, some dims step-sliced or expanded (stride 0),
+// the channel dim anywhere. The expected output is computed from the view's own sizes/strides, not from
+// the merged layout the kernel gets.
+struct View {
+  std::vector<int64_t> sizes, strides;
+  int64_t storage;  // elements the view reaches, + 1
+  int channel_dim;
+};
+
+View random_view(int ndim, int64_t max_numel) {
+  View v;
+  std::vector<int64_t> base(ndim);
+  std::vector<int64_t> step(ndim, 1);
+  int64_t numel;
+  do {
+    numel = 1;
+    for (int d = 0; d < ndim; ++d) {
+      base[d] = 1 + rng() % 5;
+      step[d] = rng() % 4 == 0 ? 2 : 1;
+      numel *= base[d];
+    }
+  } while (numel > max_numel);
+  std::vector<int64_t> contiguous(ndim);
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; --d) {
+    contiguous[d] = s;
+    s *= base[d] * step[d];
+  }
+  v.storage = s;
+  std::vector<int> perm(ndim);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (int d : perm) {
+    v.sizes.push_back(base[d]);
+    v.strides.push_back(rng() % 6 == 0 ? 0 : contiguous[d] * step[d]);  // stride 0: an expanded dim
+  }
+  v.channel_dim = static_cast<int>(rng() % ndim);
+  return v;
+}
+
+template <typename in_t, typename out_t, typename index_t>
+void check_strided_view(const char* types, const View& v, size_t threads, bool skew_out) {
+  const int ndim = static_cast<int>(v.sizes.size());
+  fin::StridedLayout layout;
+  if (!fin::build_strided_layout(ndim, v.sizes.data(), v.strides.data(), v.channel_dim, &layout)) {
+    return report(false, "build_strided_layout", types, ndim);
+  }
+  int64_t numel = 1;
+  for (int64_t n : v.sizes) numel *= n;
+  Buffer<in_t> in(v.storage);
+  for (int64_t i = 0; i < v.storage; ++i) in.data[i] = random_value<in_t>();
+  const Params p(v.sizes[v.channel_dim]);
+  Buffer<out_t> out(numel, skew_out ? sizeof(out_t) : 0);  // skewed: the per-element store path
+  const auto calc = fin::make_offset_calculator<index_t>(layout);
+  for (size_t t = 0; t < threads; ++t) {
+    fin::affine_strided_thread<in_t, out_t, index_t>(in.data, out.data, p.weight.data(), p.bias.data(), numel, calc, t,
+                                                     threads);
+  }
   size_t bad = 0;
-  for (int64_t a = 0; a < sizes[0]; ++a)
-    for (int64_t c = 0; c < sizes[1]; ++c)
-      for (int64_t k = 0; k < sizes[2]; ++k) {
-        const float x = in[a + 10 * c + 2 * k];
-        bad += out[(a * 3 + c) * 5 + k] != x * weight[c] + bias[c];
-      }
-  (bad == 0 ? passed : failed)++;
-  if (bad) std::printf("FAIL strided: %zu wrong\n", bad);
+  for (int64_t i = 0; i < numel; ++i) {
+    int64_t rest = i, offset = 0, channel = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const int64_t coord = rest % v.sizes[d];
+      rest /= v.sizes[d];
+      offset += coord * v.strides[d];
+      if (d == v.channel_dim) channel = coord;
+    }
+    bad += !same_bits(out.data[i], p.expected<in_t, out_t>(in.data[offset], channel));
+  }
+  report(bad == 0, "strided", types, static_cast<size_t>(numel));
+}
+
+template <typename in_t, typename out_t>
+void check_strided_pair(const char* types) {
+  for (int k = 0; k < 24; ++k) {
+    const View v = random_view(1 + k % 6, 3000);
+    const size_t threads = k % 3 == 0 ? 1 : k % 3 == 1 ? 7 : 64;
+    check_strided_view<in_t, out_t, uint32_t>(types, v, threads, k % 2 == 0);
+    check_strided_view<in_t, out_t, uint64_t>(types, v, threads, k % 2 == 1);
+  }
+}
+
+// ---- index math --------------------------------------------------------------------------------------
+void check_divider() {
+  size_t bad = 0, cases = 0;
+  std::vector<uint32_t> divisors = {1, 2, 3, 7, 14, 196, 1176, 65535, 65536, 65537, (1u << 31) - 1, 1u << 30};
+  for (int k = 0; k < 200; ++k) divisors.push_back(1 + rng() % ((1u << 31) - 1));
+  for (uint32_t d : divisors) {
+    const auto div = fin::make_divider<uint32_t>(d);
+    std::vector<uint32_t> numerators = {0, 1, d - 1, d, (1u << 31) - 1, (1u << 31) - 2};
+    if (d < (1u << 30)) numerators.push_back(2 * d + 1);
+    for (int k = 0; k < 200; ++k) numerators.push_back(rng() % (1u << 31));
+    for (uint32_t n : numerators) {
+      if (n >= (1u << 31)) continue;
+      ++cases;
+      bad += div.div(n) != n / d;
+    }
+  }
+  report(bad == 0, "IntDivider<uint32_t>", "", cases);
+}
+
+void check_layouts() {
+  // HWC viewed CHW: [N, C, H, W] with channels-last strides merges to [HW, C, N] and is recognized.
+  const int64_t sizes[4] = {2, 3, 5, 7}, strides[4] = {105, 1, 21, 3};
+  fin::StridedLayout l;
+  fin::ChannelsLastShape shape{};
+  bool ok = fin::build_strided_layout(4, sizes, strides, 1, &l) && l.ndim == 3 && l.sizes[0] == 35 &&
+            l.strides[0] == 3 && l.channel_dim == 1 && fin::as_channels_last(l, &shape) && shape.outer == 2 &&
+            shape.channels == 3 && shape.pixels == 35;
+  report(ok, "layout: channels-last recognized", "", 0);
+  // A permuted NCHW (NHWC view of a CHW tensor) is not channels-last input.
+  const int64_t nhwc_sizes[4] = {2, 5, 7, 3}, nhwc_strides[4] = {105, 7, 1, 35};
+  ok = fin::build_strided_layout(4, nhwc_sizes, nhwc_strides, 3, &l) && !fin::as_channels_last(l, &shape);
+  report(ok, "layout: channels-first input not channels-last", "", 0);
+  // Size-1 dims vanish; the channel dim of size 1 becomes -1; contiguous neighbours merge.
+  const int64_t ones[5] = {1, 4, 1, 6, 1}, ones_strides[5] = {99, 6, 99, 1, 99};
+  ok =
+      fin::build_strided_layout(5, ones, ones_strides, 0, &l) && l.ndim == 1 && l.sizes[0] == 24 && l.channel_dim == -1;
+  report(ok, "layout: size-1 dims dropped, neighbours merged", "", 0);
+  // More than kMaxDims dims that cannot merge: refused (the glue copies).
+  std::vector<int64_t> many(fin::kMaxDims + 1, 2), many_strides(fin::kMaxDims + 1);
+  for (int d = 0; d <= fin::kMaxDims; ++d) many_strides[d] = int64_t{1} << (2 * (fin::kMaxDims - d));
+  ok = !fin::build_strided_layout(fin::kMaxDims + 1, many.data(), many_strides.data(), 0, &l);
+  report(ok, "layout: too many dims refused", "", 0);
+}
+
+template <typename in_t, typename out_t>
+void check_pair(const char* types) {
+  check_contiguous_width<in_t, out_t, fin::kElemsPerVector<in_t, out_t>>(types);
+  check_pixels_pair<in_t, out_t>(types);
+  check_strided_pair<in_t, out_t>(types);
 }
 
 }  // namespace
 
 int main() {
+  check_divider();
+  check_layouts();
   check_pair<uint8_t, fin::half_bits>("uint8->float16");
   check_pair<uint8_t, fin::bfloat16_bits>("uint8->bfloat16");
   check_pair<uint8_t, float>("uint8->float32");
@@ -129,7 +306,6 @@ int main() {
   check_pair<float, fin::half_bits>("float32->float16");
   check_pair<float, fin::bfloat16_bits>("float32->bfloat16");
   check_pair<float, float>("float32->float32");
-  check_strided();
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
