@@ -593,20 +593,26 @@ FIN_HOST_DEVICE void affine_strided_thread(const in_t* in, out_t* out, const flo
   for (index_t g = first; g < runs; g += step) {
     const index_t i0 = g * E;
     auto pos = calc.locate(i0);
+    float w = load_param(weight + pos.channel), b = load_param(bias + pos.channel);
     float r[E];
 #if defined(FIN_GPU_COMPILER)
 #pragma unroll
 #endif
     for (int j = 0; j < E; ++j) {
       if (j > 0) {
-        if (++pos.inner == n0) {
+        const bool new_run = ++pos.inner == n0;
+        if (new_run) {
           pos = calc.locate(i0 + j);
         } else {
           pos.offset += s0;
           pos.channel += channel_step;
         }
+        if (new_run || channel_step != 0) {  // weight/bias stay in registers while the channel does
+          w = load_param(weight + pos.channel);
+          b = load_param(bias + pos.channel);
+        }
       }
-      r[j] = affine(to_float(in[pos.offset]), load_param(weight + pos.channel), load_param(bias + pos.channel));
+      r[j] = affine(to_float(in[pos.offset]), w, b);
     }
     Vec<out_t, E> y;
     round_pairs<out_t, E>(r, y.elems);
