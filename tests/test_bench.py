@@ -57,6 +57,7 @@ def test_report_structure():
             expected.add(bench.BATCH_NORM)
         assert set(r["times_ms"]) == expected
         assert all(math.isfinite(ms) and ms > 0 for ms in r["times_ms"].values())
+        assert set(r["min_ms"]) == expected and all(r["min_ms"][k] <= r["times_ms"][k] for k in expected)
         assert set(r["ratios"]) == {"op/copy_(view)", "op/contiguous floor", "alloc/out=", "eager/op"}
         assert r["ratios"]["alloc/out="] == r["times_ms"][bench.OP_ALLOC] / r["times_ms"][bench.OP_OUT]
         assert r["reps"] == 1
