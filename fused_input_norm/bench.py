@@ -276,7 +276,8 @@ def run(
     }
     if device.type == "cuda":
         report["copy_bandwidth_gbs"] = copy_bandwidth_gbs(device, timer, reps)
-    for case in cases:
+    for n, case in enumerate(cases, 1):
+        _progress(f"case {n}/{len(cases)}: {case.name}")
         stored, x = make_input(case, device)
         check_op(case, x, norm)
         methods = methods_for(case, x, norm)
@@ -300,6 +301,7 @@ def run(
             **graph_replay_ms(CASES[SMALL_CASE], norm, device, timer, reps),
         }
     if with_compile:
+        _progress("torch.compile, in a subprocess")
         compiled = run_compiled_subprocess(device, reps, [case.name for case in cases], case_budget_s)
         for result in report["results"]:
             result["times_ms"].update(compiled[result["case"]]["times_ms"])
@@ -328,11 +330,16 @@ def run_compiled_subprocess(device: torch.device, reps: int, case_names: list[st
 def compiled_worker(device: torch.device, reps: int, cases: list[Case], case_budget_s: float, path: str) -> None:
     """torch.compile of the eager code, interleaved with `op (out=)` on the same tensors, case by case."""
     import torch._dynamo
+    import torch._inductor.config
 
+    # Compile in this process: a pool of compile workers gains nothing for one kernel per case and could
+    # still be busy next to the timed code.
+    torch._inductor.config.compile_threads = 1
     timer = Timer(device)
     norm = clip_norm(device)
     results = {}
-    for case in cases:
+    for n, case in enumerate(cases, 1):
+        _progress(f"compiled case {n}/{len(cases)}: {case.name}")
         results[case.name] = time_compiled(case, norm, timer, reps, case_budget_s)
         torch._dynamo.reset()  # every case compiles the same code object: keep clear of the recompile limit
     with open(path, "w") as f:
@@ -340,15 +347,12 @@ def compiled_worker(device: torch.device, reps: int, cases: list[Case], case_bud
 
 
 def time_compiled(case: Case, norm: FusedInputNorm, timer: Timer, reps: int, case_budget_s: float) -> dict:
-    from torch._inductor.async_compile import shutdown_compile_workers
-
     _, x = make_input(case, norm.weight.device)
     out = torch.empty(x.shape, dtype=case.out_dtype, device=x.device)
     t0 = time.perf_counter()
     compiled = torch.compile(eager_fn(case, x, norm), dynamic=False)
     compiled()  # compiles
     compile_s = time.perf_counter() - t0
-    shutdown_compile_workers()  # nothing left compiling next to the timed code
     methods = {OP_OUT_COMPILE_RUN: lambda: affine_out(out, x, norm.weight, norm.bias, case.dim), COMPILED: compiled}
     samples = sample_interleaved(methods, timer, reps, budget_s=case_budget_s)
     return {
@@ -356,6 +360,10 @@ def time_compiled(case: Case, norm: FusedInputNorm, timer: Timer, reps: int, cas
         "min_ms": {name: min(s) for name, s in samples.items()},
         "compile_s": compile_s,
     }
+
+
+def _progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def _cpu_model() -> str:
