@@ -208,17 +208,19 @@ def drop_failing(methods: dict[str, Callable[[], object]]) -> dict[str, str]:
     return errors
 
 
+# Each ratio's numerator and denominator; compiled/op compares the compiled code with the op re-timed
+# beside it in the compile subprocess.
+RATIOS = {
+    "op/copy_(view)": (OP_OUT, COPY_VIEW),
+    "op/contiguous floor": (OP_OUT, COPY_CONTIG),
+    "alloc/out=": (OP_ALLOC, OP_OUT),
+    "eager/op": (EAGER, OP_OUT),
+    "compiled/op": (COMPILED, OP_OUT_COMPILE_RUN),
+}
+
+
 def ratios(times: dict[str, float]) -> dict[str, float]:
-    op = times[OP_OUT]
-    r = {
-        "op/copy_(view)": op / times[COPY_VIEW],
-        "op/contiguous floor": op / times[COPY_CONTIG],
-        "alloc/out=": times[OP_ALLOC] / op,
-        "eager/op": times[EAGER] / op,
-    }
-    if COMPILED in times:
-        r["compiled/op"] = times[COMPILED] / times[OP_OUT_COMPILE_RUN]
-    return r
+    return {name: times[a] / times[b] for name, (a, b) in RATIOS.items() if a in times and b in times}
 
 
 def copy_bandwidth_gbs(device: torch.device, timer: Timer, reps: int) -> float:
@@ -262,6 +264,9 @@ def run(
     case_budget_s: float = 20.0,
 ) -> dict:
     """Times every case's methods in this process, then torch.compile in a subprocess (see the docstring)."""
+    unknown = {case.name for case in cases} - {case.name for case in CASES}
+    if with_compile and unknown:
+        raise ValueError(f"torch.compile is timed in a subprocess that only knows bench.CASES; unknown: {unknown}")
     timer = Timer(device)
     norm = clip_norm(device)
     report = {
@@ -282,6 +287,8 @@ def run(
         check_op(case, x, norm)
         methods = methods_for(case, x, norm)
         errors = drop_failing(methods)
+        if OP_OUT in errors or OP_ALLOC in errors:  # a bug, not a benchmark result
+            raise RuntimeError(f"{case.name}: the op failed: {errors}")
         samples = sample_interleaved(methods, timer, reps, budget_s=case_budget_s)
         result = {
             "case": case.name,
@@ -303,26 +310,33 @@ def run(
     if with_compile:
         _progress("torch.compile, in a subprocess")
         compiled = run_compiled_subprocess(device, reps, [case.name for case in cases], case_budget_s)
-        for result in report["results"]:
-            result["times_ms"].update(compiled[result["case"]]["times_ms"])
-            result["min_ms"].update(compiled[result["case"]]["min_ms"])
-            result["compile_s"] = compiled[result["case"]]["compile_s"]
+        if compiled is None:
+            report["compile_error"] = "the torch.compile subprocess failed (its output is above): no compiled/op"
+        else:
+            for result in report["results"]:
+                result["times_ms"].update(compiled[result["case"]]["times_ms"])
+                result["min_ms"].update(compiled[result["case"]]["min_ms"])
+                result["compile_s"] = compiled[result["case"]]["compile_s"]
     for result in report["results"]:
         result["ratios"] = ratios(result["times_ms"])
     report["load_average"].append(os.getloadavg()[0])
     return report
 
 
-def run_compiled_subprocess(device: torch.device, reps: int, case_names: list[str], case_budget_s: float) -> dict:
-    """Runs compiled_worker in a fresh interpreter; returns {case name: {"times_ms": ..., "compile_s": ...}}."""
-    unknown = set(case_names) - {case.name for case in CASES}
-    if unknown:
-        raise ValueError(f"torch.compile is timed in a subprocess that only knows bench.CASES; unknown: {unknown}")
+def run_compiled_subprocess(
+    device: torch.device, reps: int, case_names: list[str], case_budget_s: float
+) -> dict | None:
+    """Runs compiled_worker in a fresh interpreter; returns {case name: {"times_ms": ..., ...}}, or None if
+    it failed."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "compiled.json")
         args = ["--device", str(device), "--reps", str(reps), "--case-budget-s", str(case_budget_s)]
         args += ["--compiled-worker", path, "--cases", "|".join(f"^{re.escape(name)}$" for name in case_names)]
-        subprocess.run([sys.executable, "-m", "fused_input_norm.bench", *args], check=True)
+        # The child imports this very package, wherever it was imported from here.
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        if subprocess.run([sys.executable, "-m", "fused_input_norm.bench", *args], env=env).returncode != 0:
+            return None  # its traceback is on stderr; the rest of the report stands
         with open(path) as f:
             return json.load(f)
 
@@ -383,6 +397,8 @@ def format_report(report: dict) -> str:
         f"{report['threads']} threads, torch {report['torch']}, median of up to {report['reps']} rounds; "
         f"1-min load average {report['load_average'][0]:.1f} at the start, {report['load_average'][-1]:.1f} at the end",
     ]
+    if "compile_error" in report:
+        lines.append(report["compile_error"])
     if "copy_bandwidth_gbs" in report:
         lines.append(f"device-to-device copy: {report['copy_bandwidth_gbs']:.0f} GB/s")
     for r in report["results"]:
@@ -411,13 +427,13 @@ def format_report(report: dict) -> str:
 
 def summary_table(report: dict) -> str:
     """One Markdown row per case: the figures to compare across runs (and the README's table)."""
-    ratio_names = list(report["results"][0]["ratios"]) if report["results"] else []
+    ratio_names = [name for name in RATIOS if any(name in r["ratios"] for r in report["results"])]
     head = ["case", OP_OUT, "copy_(view)", "contiguous copy", OP_ALLOC, *ratio_names]
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in report["results"]:
         t = r["times_ms"]
-        cells = [r["case"], *(_ms(t[k]) for k in (OP_OUT, COPY_VIEW, COPY_CONTIG, OP_ALLOC))]
-        cells += [f"{r['ratios'][k]:.2f}" for k in ratio_names]
+        cells = [r["case"], *(_ms(t[k]) if k in t else "-" for k in (OP_OUT, COPY_VIEW, COPY_CONTIG, OP_ALLOC))]
+        cells += [f"{r['ratios'][k]:.2f}" if k in r["ratios"] else "-" for k in ratio_names]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -449,8 +465,9 @@ def plot(report: dict, path: str) -> None:
                 bar.set_hatch("///")
         ax.set_xscale("log")
         # The floors as lines across the whole panel, so every bar reads against them.
-        ax.axvline(t[COPY_CONTIG], color="tab:blue", linestyle="--", linewidth=1)
-        ax.axvline(t[COPY_VIEW], color="tab:red", linestyle=":", linewidth=1.2)
+        for floor, color, style in ((COPY_CONTIG, "tab:blue", "--"), (COPY_VIEW, "tab:red", ":")):
+            if floor in t:
+                ax.axvline(t[floor], color=color, linestyle=style, linewidth=1.2)
         lo, hi = min(t.values()), max(t.values())
         ax.set_xlim(lo / 1.6, hi * 6)  # room for the labels right of the longest bar
         for bar, name in zip(bars, names, strict=True):

@@ -111,3 +111,19 @@ def test_unknown_cases_are_rejected(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--cases", "no such case", "--no-compile"])
     assert "matches none" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_compiled_code_is_timed_in_a_subprocess_beside_the_op():
+    """The smallest real case end to end: torch.compile runs in the subprocess, which re-times op (out=)."""
+    case = bench.CASES[bench.SMALL_CASE]
+    report = bench.run(torch.device("cpu"), reps=1, cases=[case])
+    (r,) = report["results"]
+    assert "compile_error" not in report
+    assert {bench.COMPILED, bench.OP_OUT_COMPILE_RUN} <= set(r["times_ms"]) and r["compile_s"] > 0
+    assert r["ratios"]["compiled/op"] == r["times_ms"][bench.COMPILED] / r["times_ms"][bench.OP_OUT_COMPILE_RUN]
+
+
+def test_compile_needs_a_case_the_subprocess_knows():
+    with pytest.raises(ValueError, match=r"only knows bench\.CASES"):
+        bench.run(torch.device("cpu"), reps=1, cases=TINY[:1])
