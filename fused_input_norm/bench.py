@@ -503,7 +503,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--reps", type=int, default=15, help="rounds per case (fewer for a slow case: --case-budget-s)")
     parser.add_argument("--case-budget-s", type=float, default=20.0, help="about this many seconds of rounds per case")
     parser.add_argument("--cases", metavar="REGEX", help="only the cases whose name matches")
-    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (it compiles for minutes on CPU)")
+    parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (~1 min of compiling on CPU)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON ('-' for stdout)")
     parser.add_argument("--plot", metavar="FILE.png", help="bar chart (needs matplotlib)")
     parser.add_argument("--compiled-worker", metavar="FILE", help=argparse.SUPPRESS)  # run()'s subprocess
