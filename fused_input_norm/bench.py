@@ -8,9 +8,10 @@ of images and videos, a misaligned slice, a broadcast batch). Its methods are ti
 run (A B C ... A B C ...) and the median is reported, so the ratios are robust to a noisy machine.
 Bytes = the view's elements read once + the output written once.
 
-torch.compile runs last, in a subprocess of its own: its compile work and threads would otherwise slow
-the methods timed after it (on 2 CPU cores the 5120-patch op went from 0.6 ms to 11.8 ms). That
-subprocess re-times `op (out=)` interleaved with the compiled code, so compiled/op is a same-run ratio.
+torch.compile runs last, in a subprocess of its own, so that its compile work and threads cannot slow
+the other methods (in one process with it, the 5120-patch op once took 11.8 ms instead of 0.6 ms on 2 CPU
+cores). That subprocess re-times `op (out=)` interleaved with the compiled code: compiled/op stays a
+same-run ratio.
 """
 
 import argparse
