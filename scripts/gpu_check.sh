@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call, for a lent GPU machine whose python3 already has CUDA torch, nvcc and
-# pytest (nothing is fetched): build for sm_90 only, run every GPU test, run the benchmark on the GPU.
+# pytest (nothing is fetched): build for sm_90 only, count the SASS, run every GPU test, run the benchmark
+# on the GPU (its plot too where matplotlib is installed).
 #   bash scripts/gpu_check.sh RESULTS.json [LOG_DIR]
-# Budget: about 1 min build, 2 min tests, 3 min benchmark on an H200; it stays under 8 minutes.
+# Budget: about 1 min build, 2 min tests, 3 min benchmark (a third of it compiling the torch.compile cases)
+# on an H200; the timeouts keep it under 10 minutes. LOG_DIR gets at most 7 files.
 set -euo pipefail
 json=${1:?usage: gpu_check.sh RESULTS.json [LOG_DIR]}
 logs=${2:-$(dirname "$json")}
@@ -18,6 +20,9 @@ start=$(date +%s)
 echo "built in $(( $(date +%s) - start )) s"
 "$PY" -c "import fused_input_norm as f; info = f.build_info(); print(info); assert 'cuda' in info['backends']"
 
+# Static instruction counts of the very kernels timed below (cuobjdump from triton or the toolkit).
+"$PY" scripts/count_sass.py > "$logs/sass.txt" 2>&1 || echo "count_sass failed: see $logs/sass.txt"
+
 # Every test that touches the GPU: the cuda params of the numeric tests and tests/test_gpu.py (slow ones too).
 # The benchmark runs even when a test fails; the script's status is the tests'.
 tests=0
@@ -25,5 +30,7 @@ timeout 240 "$PY" -m pytest -q -rs -p no:cacheprovider tests -k "cuda or gpu" --
   > "$logs/gpu-tests.log" 2>&1 || tests=$?
 tail -25 "$logs/gpu-tests.log"
 
-timeout 240 "$PY" -m fused_input_norm.bench --device cuda --reps 30 --json "$json" 2>&1 | tee "$logs/bench.txt"
+plot=()
+if "$PY" -c "import matplotlib" 2>/dev/null; then plot=(--plot "$logs/bench.png"); fi
+timeout 280 "$PY" -m fused_input_norm.bench --device cuda --reps 30 --json "$json" "${plot[@]}" 2>&1 | tee "$logs/bench.txt"
 exit $tests
