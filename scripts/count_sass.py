@@ -37,8 +37,13 @@ def _one_16_byte_vector(in_t: str, out_t: str, *index_t: str) -> int:
 # Elements one iteration of a kernel's hot loop handles, from its shortened template arguments; keyed by
 # the kernel's base name. A kernel missing here is still counted, without the per-element figures.
 ELEMENTS_PER_ITERATION = {
-    "affine_contiguous_kernel": _one_16_byte_vector,  # <in_t, out_t, index_t>
-    "affine_strided_kernel": lambda in_t, out_t: 1,  # <in_t, out_t>: one element per grid-stride step
+    # <in_t, out_t, index_t, VEC>: two vectors of VEC elements per grid-stride step.
+    "affine_contiguous_kernel": lambda in_t, out_t, index_t, vec: 2 * int(vec),
+    # <in_t, out_t, index_t, planar>: one group of C vectors; C (2..4) is a run-time switch over three
+    # loops, and this counts C = 3 (RGB), whose loop is the middle-sized one.
+    "affine_pixels_kernel": lambda in_t, out_t, index_t, planar: 3 * _one_16_byte_vector(in_t, out_t),
+    # <in_t, out_t, index_t>: kStridedRun = 8 consecutive outputs per step.
+    "affine_strided_kernel": lambda in_t, out_t, index_t: 8,
 }
 
 # Demangled type -> short name (namespaces are dropped first).
