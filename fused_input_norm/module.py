@@ -165,7 +165,9 @@ class FusedInputNorm(nn.Module):
         from the shapes (no device sync). Qwen2-VL and Qwen2.5-VL: the defaults; Qwen3-VL: patch_size=16.
         """
         if not isinstance(visual_dtype, torch.dtype) or not visual_dtype.is_floating_point:
-            raise TypeError(f"FusedInputNorm.patchify: visual_dtype must be a floating torch.dtype, got {visual_dtype!r}")
+            raise TypeError(
+                f"FusedInputNorm.patchify: visual_dtype must be a floating torch.dtype, got {visual_dtype!r}"
+            )
         views, grid_thw = patch_views(images, self.channel, patch_size, temporal_patch_size, merge_size, channel_dim)
         # Each view's first five axes enumerate its rows, the last four a row: one output for the whole
         # list, and each view's rows are a contiguous slice of it.

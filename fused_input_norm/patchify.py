@@ -47,10 +47,10 @@ def patch_views(
         )
     if isinstance(images, torch.Tensor):
         images = [images]
-    elif not isinstance(images, Sequence) or len(images) == 0:
+    elif not isinstance(images, list | tuple) or len(images) == 0:
+        got = images if isinstance(images, list | tuple) else type(images).__name__
         raise ValueError(
-            "FusedInputNorm.patchify: images must be a tensor or a non-empty list of tensors, "
-            f"got {images if isinstance(images, Sequence) else type(images).__name__!r}"
+            f"FusedInputNorm.patchify: images must be a tensor or a non-empty list of tensors, got {got!r}"
         )
 
     views, grids = [], []
