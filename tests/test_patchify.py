@@ -119,6 +119,10 @@ def clip_of_photos(frames: int, multiple: int) -> torch.Tensor:
     ],
 )
 def test_clip_matches_video_processor(processor_class, frames, temporal_patch_size, record_property):
+    pytest.importorskip(
+        "torchvision",
+        reason="the video processors need torchvision (none for this torch); test_clip_matches_index_reference stands in",
+    )
     processor = processor_class(
         do_resize=False, do_sample_frames=False, cap_pixels_per_frame=False, temporal_patch_size=temporal_patch_size
     )
@@ -189,6 +193,17 @@ def test_matches_index_reference(device, dtype, frames, channel, geometry, chann
     assert grid.tolist() == [[math.ceil((frames or 1) / geometry.get("temporal_patch_size", 2)), 2 * m, 3 * m]]
     rows = patches.shape[0]
     assert_affine_close(got.view(rows, channel, -1), patches.view(rows, channel, -1), weight, bias, 1)
+
+
+@pytest.mark.parametrize("frames, temporal_patch_size", [(3, 2), (5, 3)])
+def test_clip_matches_index_reference(frames, temporal_patch_size):
+    clip = clip_of_photos(frames, 28)
+    norm, weight, bias = random_module(3, seed=frames)
+    got, grid = norm.patchify(clip, torch.bfloat16, channel_dim=-1, temporal_patch_size=temporal_patch_size)
+    assert grid.tolist() == [[2, clip.shape[1] // 14, clip.shape[2] // 14]]
+    patches = reference_patches(clip.movedim(-1, -3), 14, temporal_patch_size, 2)
+    rows = patches.shape[0]
+    assert_affine_close(got.view(rows, 3, -1), patches.view(rows, 3, -1), weight, bias, 1)
 
 
 @pytest.mark.parametrize("visual_dtype", [torch.bfloat16, torch.float16, torch.float32])
