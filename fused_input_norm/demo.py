@@ -14,6 +14,7 @@ Needs scikit-image and transformers (scripts/demo.sh installs them).
 """
 
 import argparse
+import textwrap
 
 import torch
 
@@ -36,6 +37,21 @@ def processor_config(processor) -> dict:
     }
 
 
+def processor_resize(processor, hwc: torch.Tensor) -> torch.Tensor:
+    """The processor's own resize (smart_resize to multiples of patch_size * merge_size, bicubic): uint8 [3, H, W]."""
+    from transformers.image_processing_backends import PilBackend
+
+    chw = hwc.permute(2, 0, 1)
+    kwargs = {
+        "size": processor.size,
+        "resample": processor.resample,
+        "factor": processor.patch_size * processor.merge_size,
+    }
+    if isinstance(processor, PilBackend):  # transformers' fallback where torchvision is missing: NumPy in and out
+        return torch.from_numpy(processor.resize(chw.numpy(), **kwargs))
+    return processor.resize(chw[None], **kwargs)[0]
+
+
 def megabytes(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
@@ -46,7 +62,6 @@ def qwen2vl_flow(device: torch.device, reps: int) -> None:
     processor = Qwen2VLImageProcessor()  # the checkpoints' config: CLIP constants, patch 14, merge 2, temporal 2
     with torch.device(device):
         norm = FusedInputNorm.from_preprocessor_config(processor_config(processor))
-    factor = processor.patch_size * processor.merge_size
     print(f"1. Qwen2-VL on {device}: {type(processor).__name__}() resizes, FusedInputNorm({norm.extra_repr()})")
     print(
         f"\n{'photo':<10}{'decoded':>9}{'resized':>9}{'patches':>9}{'uint8 image':>13}{'uint8 patches':>15}"
@@ -54,10 +69,7 @@ def qwen2vl_flow(device: torch.device, reps: int) -> None:
     )
     resized, image_bytes, patch_bytes, fp32_bytes = [], 0, 0, 0
     for name, hwc in photos().items():
-        # The processor's own resize (smart_resize to multiples of 28, bicubic): the uint8 image an engine holds.
-        image = processor.resize(
-            hwc.permute(2, 0, 1)[None], size=processor.size, resample=processor.resample, factor=factor
-        )[0]
+        image = processor_resize(processor, hwc)  # the uint8 image an engine holds
         resized.append(image)
         expected = processor(hwc.numpy(), return_tensors="pt")  # resize + normalize + patchify, all in the processor
         got, grid = norm.patchify(image.to(device), torch.float32)
@@ -175,18 +187,30 @@ def patch_throughput(device: torch.device, num_patches: int, reps: int) -> None:
 
     allocating, preallocated = times["FusedInputNorm (allocates)"], times["op into a preallocated out"]
     if device.type == "cpu" and allocating > 1.2 * preallocated:
-        size = out.numel() * out.element_size()
-        fresh = time_interleaved(
-            {"fresh": lambda: torch.empty_like(out).fill_(0), "reused": lambda: out.fill_(0)}, timer, reps
-        )
+        explain_first_touch(out, allocating - preallocated, timer, reps)
+
+
+def explain_first_touch(out: torch.Tensor, gap_ms: float, timer: Timer, reps: int) -> None:
+    """Says why an allocating call is slower than out= on the CPU, with a measurement that isolates the cause."""
+    fill = time_interleaved(
+        {"fresh": lambda: torch.empty_like(out).fill_(0), "reused": lambda: out.fill_(0)}, timer, reps
+    )
+    size_mb = out.numel() * out.element_size() / 1e6
+    if fill["fresh"] < 1.2 * fill["reused"]:
         print(
-            f"\nWhy the allocating call is slower on the CPU: its {size / 1e6:.0f} MB output is fresh memory. The CPU\n"
-            f"allocator returns large blocks to the OS and maps new ones, so the first write to each 4 KiB page\n"
-            f"faults into the kernel, which zeroes and maps it. Filling a fresh tensor of that size takes\n"
-            f"{fresh['fresh']:.1f} ms here, a reused one {fresh['reused']:.1f} ms: the {allocating - preallocated:.1f} ms gap is "
-            f"those page faults,\nnot the kernel. Preallocate and call affine_out, or let PyTorch back large "
-            f"allocations with 2 MiB\nhuge pages (THP_MEM_ALLOC_ENABLE=1; transparent huge pages here: {thp_mode()})."
+            f"\nThe allocating call was {gap_ms:.1f} ms slower, yet filling a fresh {size_mb:.0f} MB tensor was not slower "
+            f"than a reused one ({fill['fresh']:.1f} vs {fill['reused']:.1f} ms): noise from a busy machine; rerun with more --reps."
         )
+        return
+    text = (
+        f"Why the allocating call is {gap_ms:.1f} ms slower than out= on the CPU: its {size_mb:.0f} MB output is fresh "
+        "memory. The CPU allocator hands large blocks back to the OS and maps new ones, so the first write to each "
+        "4 KiB page faults into the kernel, which zeroes and maps it. Filling a fresh tensor of that size takes "
+        f"{fill['fresh']:.1f} ms here, a reused one {fill['reused']:.1f} ms: the gap is those page faults, not the op. "
+        "Preallocate and call affine_out, or back large allocations with 2 MiB huge pages (PyTorch's "
+        f"THP_MEM_ALLOC_ENABLE=1; transparent huge pages here: {thp_mode()})."
+    )
+    print("\n" + textwrap.fill(text, width=110))
 
 
 def thp_mode() -> str:
