@@ -174,12 +174,11 @@ class FusedInputNorm(nn.Module):
         rows = [math.prod(v.shape[:PATCH_CHANNEL_DIM]) for v in views]
         row_elems = math.prod(views[0].shape[PATCH_CHANNEL_DIM:])
         pixel_values = torch.empty(sum(rows), row_elems, dtype=visual_dtype, device=views[0].device)
-        for view, out in zip(views, pixel_values.split(rows), strict=True):
-            out = out.view(view.shape)
+        for view, view_rows in zip(views, pixel_values.split(rows), strict=True):
             if self.is_identity:
-                out.copy_(view)
+                view_rows.view(view.shape).copy_(view)
             else:
-                ops.affine_out(out, view, self.weight, self.bias, PATCH_CHANNEL_DIM)
+                ops.affine_out(view_rows.view(view.shape), view, self.weight, self.bias, PATCH_CHANNEL_DIM)
         return pixel_values, grid_thw
 
     def _channel_view(self, pixel_values: torch.Tensor, channel_dim: int) -> tuple[torch.Tensor, int]:

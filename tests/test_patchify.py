@@ -225,6 +225,17 @@ def test_channels_last_equals_channels_first():
         assert torch.equal(last, first) and torch.equal(grid_last, grid_first)
 
 
+def test_crop_of_a_larger_image_is_read_in_place():
+    """A crop is a strided view (row pitch wider than the crop): patchify reads it as it is."""
+    norm = module_for(image_processor("qwen2-vl"))
+    decoded = torch.from_numpy(skimage_data.rocket())  # 427x640
+    crop = decoded[7:427, 10:626]  # 420x616, not contiguous
+    assert not crop.is_contiguous()
+    got, grid = norm.patchify(crop, torch.float32, channel_dim=-1)
+    expected, expected_grid = norm.patchify(crop.contiguous(), torch.float32, channel_dim=-1)
+    assert torch.equal(got, expected) and grid.tolist() == expected_grid.tolist() == [[1, 30, 44]]
+
+
 class DispatchedOps(TorchDispatchMode):
     def __init__(self):
         super().__init__()
