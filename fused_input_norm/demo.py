@@ -98,6 +98,7 @@ def qwen2vl_flow(device: torch.device, reps: int) -> None:
         return result
 
     # Each path from the resized uint8 images on the host to bf16 patch rows on the device, wall clock.
+    patchify_path = "uint8 images to the device, FusedInputNorm.patchify"
     times = time_interleaved(
         {
             "processor normalizes + patchifies on the CPU, fp32 to the device": lambda: sync(
@@ -111,9 +112,7 @@ def qwen2vl_flow(device: torch.device, reps: int) -> None:
                     torch.bfloat16,
                 )
             ),
-            "uint8 images to the device, FusedInputNorm.patchify": lambda: sync(
-                norm.patchify([i.to(device) for i in resized], torch.bfloat16)
-            ),
+            patchify_path: lambda: sync(norm.patchify([i.to(device) for i in resized], torch.bfloat16)),
         },
         Timer(torch.device("cpu")),
         reps,
@@ -121,6 +120,13 @@ def qwen2vl_flow(device: torch.device, reps: int) -> None:
     print(f"Resized images -> bf16 patch rows on {device} (all 4 photos per call, median of {reps}, wall clock):")
     for name, ms in times.items():
         print(f"  {name:<80}{ms:8.2f} ms")
+    if times[patchify_path] > min(times.values()):
+        text = (
+            "patchify is not the fastest path here: the op reads the patch view (9 dimensions, a stride-0 frame "
+            "axis) through its generic strided path, one element at a time (PERF_NOTES.md, known slow paths). "
+            "What it already removes: half the bytes over PCIe and the processor's CPU patchify."
+        )
+        print(textwrap.fill(text, width=110))
 
 
 def nchw_from_hwc(device: torch.device, batch: int, reps: int) -> None:
