@@ -1,92 +1,244 @@
-"""Demo: normalize real photos (scikit-image's samples) the way a Qwen2-VL engine does, through the op.
+"""Demo: an engine's image path on real photos (scikit-image's samples), through FusedInputNorm.
 
-    python -m fused_input_norm.demo [--device cpu|cuda] [--patches N]
+    python -m fused_input_norm.demo [--device cpu|cuda] [--reps N] [--patches N] [--clip-batch N]
 
-Each photo is cropped to whole 28x28 blocks and flattened into Qwen2-VL patch rows [N, 3*2*14*14]
-(uint8, channel-major in each row, the frame repeated twice as the processor does for still images).
-The rows go through FusedInputNorm into bf16; the demo prints what came out, checks it against the eager
-formula, and times the op against the eager multiply-add on a batch of those patches.
+1. Qwen2-VL as an engine runs it. Hugging Face's Qwen2VLImageProcessor resizes each photo on the CPU
+   (smart_resize); then either the processor patchifies and normalizes on the CPU (the classic path), or
+   it ships uint8 patches and FusedInputNorm normalizes them on the device (engines today), or the resized
+   uint8 image itself crosses PCIe and FusedInputNorm.patchify cuts and normalizes it in one pass.
+   Printed: the bytes each would move, the time of each, the largest difference from the processor.
+2. CLIP/SigLIP: decoded HWC uint8 images to NCHW bf16 in one call, the module on a permuted view.
+3. Throughput on a batch of uint8 patches: the module, the op into a preallocated output, the eager code.
+
+Needs scikit-image and transformers (scripts/demo.sh installs them).
 """
 
 import argparse
+import textwrap
 
 import torch
 
 from .bench import CLIP_MEAN, CLIP_STD, Timer, time_interleaved
 from .module import FusedInputNorm
 
-PATCH, TEMPORAL, MERGE = 14, 2, 2
+PHOTOS = ("astronaut", "coffee", "chelsea", "rocket")
 
 
 def photos() -> dict[str, torch.Tensor]:
-    from skimage import data  # the demo's only extra dependency: pip install scikit-image
+    """The sample photos as decoded: uint8 [H, W, 3]."""
+    from skimage import data
 
-    return {name: torch.from_numpy(getattr(data, name)()) for name in ("astronaut", "coffee", "chelsea", "rocket")}
+    return {name: torch.from_numpy(getattr(data, name)()) for name in PHOTOS}
 
 
-def to_patches(hwc: torch.Tensor) -> torch.Tensor:
-    """uint8 [H, W, 3] -> uint8 [num_patches, 3 * 2 * 14 * 14], Qwen2-VL's order."""
-    block = PATCH * MERGE
-    h, w = hwc.shape[0] // block * block, hwc.shape[1] // block * block
-    chw = hwc[:h, :w].permute(2, 0, 1)
-    frames = chw.unsqueeze(0).expand(TEMPORAL, -1, -1, -1)  # [T, C, H, W]
-    gh, gw = h // PATCH, w // PATCH
-    x = frames.reshape(TEMPORAL, 3, gh // MERGE, MERGE, PATCH, gw // MERGE, MERGE, PATCH)
-    x = x.permute(2, 5, 3, 6, 1, 0, 4, 7)  # [gh/2, gw/2, 2, 2, C, T, P, P]
-    return x.reshape(gh * gw, 3 * TEMPORAL * PATCH * PATCH).contiguous()
+def processor_config(processor) -> dict:
+    return {
+        k: getattr(processor, k) for k in ("do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std")
+    }
+
+
+def processor_resize(processor, hwc: torch.Tensor) -> torch.Tensor:
+    """The processor's own resize (smart_resize to multiples of patch_size * merge_size, bicubic): uint8 [3, H, W]."""
+    from transformers.image_processing_backends import PilBackend
+
+    chw = hwc.permute(2, 0, 1)
+    kwargs = {
+        "size": processor.size,
+        "resample": processor.resample,
+        "factor": processor.patch_size * processor.merge_size,
+    }
+    if isinstance(processor, PilBackend):  # transformers' fallback where torchvision is missing: NumPy in and out
+        return torch.from_numpy(processor.resize(chw.numpy(), **kwargs))
+    return processor.resize(chw[None], **kwargs)[0]
+
+
+def megabytes(n: int) -> str:
+    return f"{n / 1e6:.2f} MB"
+
+
+def qwen2vl_flow(device: torch.device, reps: int) -> None:
+    from transformers import Qwen2VLImageProcessor
+
+    processor = Qwen2VLImageProcessor()  # the checkpoints' config: CLIP constants, patch 14, merge 2, temporal 2
+    with torch.device(device):
+        norm = FusedInputNorm.from_preprocessor_config(processor_config(processor))
+    print(f"1. Qwen2-VL on {device}: {type(processor).__name__}() resizes, FusedInputNorm({norm.extra_repr()})")
+    print(
+        f"\n{'photo':<10}{'decoded':>9}{'resized':>9}{'patches':>9}{'uint8 image':>13}{'uint8 patches':>15}"
+        f"{'max |patchify - processor|':>28}"
+    )
+    resized, image_bytes, patch_bytes, fp32_bytes = [], 0, 0, 0
+    for name, hwc in photos().items():
+        image = processor_resize(processor, hwc)  # the uint8 image an engine holds
+        resized.append(image)
+        expected = processor(hwc.numpy(), return_tensors="pt")  # resize + normalize + patchify, all in the processor
+        got, grid = norm.patchify(image.to(device), torch.float32)
+        assert torch.equal(grid, expected["image_grid_thw"])
+        diff = (got.cpu() - expected["pixel_values"]).abs().max().item()
+        patches = expected["pixel_values"].numel()
+        image_bytes, patch_bytes, fp32_bytes = (
+            image_bytes + image.numel(),
+            patch_bytes + patches,
+            fp32_bytes + 4 * patches,
+        )
+        size = "x".join(map(str, hwc.shape[:2])), "x".join(map(str, image.shape[1:]))
+        print(
+            f"{name:<10}{size[0]:>9}{size[1]:>9}{grid.prod().item():>9}{megabytes(image.numel()):>13}"
+            f"{megabytes(patches):>15}{diff:>28.2g}"
+        )
+    print(
+        f"\nOver PCIe for the 4 photos: the uint8 images {megabytes(image_bytes)}, uint8 patches "
+        f"{megabytes(patch_bytes)} ({patch_bytes / image_bytes:.1f}x: a still image is its frame twice), fp32 patches "
+        f"{megabytes(fp32_bytes)} ({fp32_bytes / image_bytes:.1f}x)."
+    )
+
+    def sync(result):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return result
+
+    # Each path from the resized uint8 images on the host to bf16 patch rows on the device, wall clock.
+    patchify_path = "uint8 images to the device, FusedInputNorm.patchify"
+    times = time_interleaved(
+        {
+            "processor normalizes + patchifies on the CPU, fp32 to the device": lambda: sync(
+                processor(resized, do_resize=False, return_tensors="pt")["pixel_values"].to(device).to(torch.bfloat16)
+            ),
+            "processor patchifies on the CPU, uint8 patches to the device, FusedInputNorm": lambda: sync(
+                norm(
+                    processor(resized, do_resize=False, do_rescale=False, do_normalize=False, return_tensors="pt")[
+                        "pixel_values"
+                    ].to(device),
+                    torch.bfloat16,
+                )
+            ),
+            patchify_path: lambda: sync(norm.patchify([i.to(device) for i in resized], torch.bfloat16)),
+        },
+        Timer(torch.device("cpu")),
+        reps,
+    )
+    print(f"Resized images -> bf16 patch rows on {device} (all 4 photos per call, median of {reps}, wall clock):")
+    for name, ms in times.items():
+        print(f"  {name:<80}{ms:8.2f} ms")
+    if times[patchify_path] > min(times.values()):
+        text = (
+            "patchify is not the fastest path here: the op reads the patch view (9 dimensions, a stride-0 frame "
+            "axis) through its generic strided path, one element at a time (PERF_NOTES.md, known slow paths). "
+            "What it already removes: half the bytes over PCIe and the processor's CPU patchify."
+        )
+        print(textwrap.fill(text, width=110))
+
+
+def nchw_from_hwc(device: torch.device, batch: int, reps: int) -> None:
+    with torch.device(device):
+        norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
+    side = 224
+    crops = [hwc[:side, :side] for hwc in photos().values()]
+    images = torch.stack([crops[i % len(crops)] for i in range(batch)]).to(device)  # [B, H, W, 3], as decoded
+    nchw = images.permute(0, 3, 1, 2)  # a view: no copy
+    out = norm(nchw, torch.bfloat16)
+    w, b = norm.weight.view(3, 1, 1), norm.bias.view(3, 1, 1)
+    eager = (nchw.to(torch.float32) * w + b).to(torch.bfloat16)
+    assert out.shape == (batch, 3, side, side) and out.is_contiguous()
+    floor = torch.empty(out.shape, dtype=torch.bfloat16, device=device)
+    times = time_interleaved(
+        {
+            "norm(images.permute(0, 3, 1, 2), torch.bfloat16)": lambda: norm(nchw, torch.bfloat16),
+            "eager: permute, float, mul-add, bf16": lambda: (nchw.to(torch.float32) * w + b).to(torch.bfloat16),
+            "floor: copy into NCHW bf16, no math": lambda: floor.copy_(nchw),
+        },
+        Timer(device),
+        reps,
+    )
+    print(
+        f"\n2. CLIP/SigLIP: {batch} HWC uint8 crops {side}x{side} -> NCHW bf16 on {device}, one call; "
+        f"max |module - eager| {(out.float() - eager.float()).abs().max().item():.2g}, median of {reps}:"
+    )
+    for name, ms in times.items():
+        print(f"  {name:<52}{ms:8.2f} ms")
+
+
+def patch_throughput(device: torch.device, num_patches: int, reps: int) -> None:
+    from transformers import Qwen2VLImageProcessor
+
+    raw = Qwen2VLImageProcessor()(
+        [p.numpy() for p in photos().values()], do_rescale=False, do_normalize=False, return_tensors="pt"
+    )["pixel_values"]  # uint8 patch rows [N, 1176], what engines ship today
+    batch = raw.repeat((num_patches + raw.shape[0] - 1) // raw.shape[0], 1)[:num_patches].contiguous().to(device)
+    with torch.device(device):
+        norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
+    view = batch.view(num_patches, 3, -1)
+    out = torch.empty(view.shape, dtype=torch.bfloat16, device=device)
+    w, b = norm.weight.view(3, 1), norm.bias.view(3, 1)
+    timer = Timer(device)
+    times = time_interleaved(
+        {
+            "FusedInputNorm (allocates)": lambda: norm(batch, torch.bfloat16),
+            "op into a preallocated out": lambda: torch.ops.fused_input_norm.affine_out(
+                out, view, norm.weight, norm.bias, 1
+            ),
+            "eager mul-add (in-tree)": lambda: (view.to(torch.float32) * w + b).to(torch.bfloat16),
+        },
+        timer,
+        reps,
+    )
+    moved = batch.numel() * 3  # uint8 in, bf16 out
+    print(
+        f"\n3. {num_patches} patches of those photos, uint8 -> bf16 on {device}, {torch.get_num_threads()} threads, "
+        f"median of {reps}:"
+    )
+    eager_ms = times["eager mul-add (in-tree)"]
+    for name, ms in times.items():
+        print(f"  {name:<28}{ms:9.2f} ms {moved / ms / 1e6:8.1f} GB/s   {eager_ms / ms:5.1f}x eager")
+
+    allocating, preallocated = times["FusedInputNorm (allocates)"], times["op into a preallocated out"]
+    if device.type == "cpu" and allocating > 1.2 * preallocated:
+        explain_first_touch(out, allocating - preallocated, timer, reps)
+
+
+def explain_first_touch(out: torch.Tensor, gap_ms: float, timer: Timer, reps: int) -> None:
+    """Says why an allocating call is slower than out= on the CPU, with a measurement that isolates the cause."""
+    fill = time_interleaved(
+        {"fresh": lambda: torch.empty_like(out).fill_(0), "reused": lambda: out.fill_(0)}, timer, reps
+    )
+    size_mb = out.numel() * out.element_size() / 1e6
+    if fill["fresh"] < 1.2 * fill["reused"]:
+        print(
+            f"\nThe allocating call was {gap_ms:.1f} ms slower, yet filling a fresh {size_mb:.0f} MB tensor was not slower "
+            f"than a reused one ({fill['fresh']:.1f} vs {fill['reused']:.1f} ms): noise from a busy machine; rerun with more --reps."
+        )
+        return
+    text = (
+        f"Why the allocating call is {gap_ms:.1f} ms slower than out= on the CPU: its {size_mb:.0f} MB output is fresh "
+        "memory. The CPU allocator hands large blocks back to the OS and maps new ones, so the first write to each "
+        "4 KiB page faults into the kernel, which zeroes and maps it. Filling a fresh tensor of that size takes "
+        f"{fill['fresh']:.1f} ms here, a reused one {fill['reused']:.1f} ms: the gap is those page faults, not the op. "
+        "Preallocate and call affine_out, or back large allocations with 2 MiB huge pages (PyTorch's "
+        f"THP_MEM_ALLOC_ENABLE=1; transparent huge pages here: {thp_mode()})."
+    )
+    print("\n" + textwrap.fill(text, width=110))
+
+
+def thp_mode() -> str:
+    """The kernel's transparent huge page mode: [always], [madvise] (only where asked) or [never]."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return next(w for w in f.read().split() if w.startswith("["))
+    except (OSError, StopIteration):
+        return "unknown"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--patches", type=int, default=70000, help="batch size for the throughput comparison")
     parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--patches", type=int, default=70000, help="batch size for the throughput comparison")
+    parser.add_argument("--clip-batch", type=int, default=64, help="images in the HWC -> NCHW batch")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-
-    with torch.device(device):
-        norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
-    print(f"FusedInputNorm({norm.extra_repr()}) on {device}")
-    mean = torch.tensor(CLIP_MEAN, device=device).repeat_interleave(TEMPORAL * PATCH * PATCH)
-    std = torch.tensor(CLIP_STD, device=device).repeat_interleave(TEMPORAL * PATCH * PATCH)
-
-    all_patches = []
-    print(f"\n{'photo':<10}{'size':>11}{'patches':>9}   per-channel mean / std of the bf16 output   max |op - eager|")
-    for name, image in photos().items():
-        patches = to_patches(image).to(device)
-        all_patches.append(patches)
-        y = norm(patches, torch.bfloat16)
-        eager = ((patches.float() / 255 - mean) / std).to(torch.bfloat16)
-        by_channel = y.float().view(-1, 3, TEMPORAL * PATCH * PATCH).transpose(0, 1).reshape(3, -1)
-        stats = "  ".join(
-            f"{m:+.2f}/{s:.2f}" for m, s in zip(by_channel.mean(1).tolist(), by_channel.std(1).tolist(), strict=True)
-        )
-        diff = (y.float() - eager.float()).abs().max().item()
-        print(f"{name:<10}{'x'.join(map(str, image.shape[:2])):>11}{patches.shape[0]:>9}   {stats:<42}{diff:.4f}")
-
-    batch = torch.cat(all_patches)
-    batch = batch.repeat((args.patches + batch.shape[0] - 1) // batch.shape[0], 1)[: args.patches].contiguous()
-    out = torch.empty(batch.shape, dtype=torch.bfloat16, device=device)
-    w, b = norm.weight.view(3, 1), norm.bias.view(3, 1)
-    view = batch.view(-1, 3, TEMPORAL * PATCH * PATCH)
-    times = time_interleaved(
-        {
-            "FusedInputNorm": lambda: norm(batch, torch.bfloat16),
-            "op into a preallocated out": lambda: torch.ops.fused_input_norm.affine_out(
-                out.view(view.shape), view, norm.weight, norm.bias, 1
-            ),
-            "eager mul-add (in-tree)": lambda: (view.to(torch.float32) * w + b).to(torch.bfloat16),
-        },
-        Timer(device),
-        args.reps,
-    )
-    moved = batch.numel() * 3  # uint8 in, bf16 out
-    print(
-        f"\n{args.patches} patches of those photos, uint8 -> bf16, {torch.get_num_threads()} threads, median of {args.reps}:"
-    )
-    eager_ms = times["eager mul-add (in-tree)"]
-    for name, ms in times.items():
-        print(f"  {name:<28}{ms:9.2f} ms {moved / ms / 1e6:8.1f} GB/s   {eager_ms / ms:5.1f}x eager")
+    qwen2vl_flow(device, args.reps)
+    nchw_from_hwc(device, args.clip_batch, args.reps)
+    patch_throughput(device, args.patches, args.reps)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from . import ops
+from .patchify import PATCH_CHANNEL_DIM, patch_views
 
 # A config this close to (weight 1, bias 0) only casts. Decided on plain Python floats: never on a device
 # tensor, so building the module under torch.device("cuda") forces no device-to-host sync.
@@ -140,6 +141,45 @@ class FusedInputNorm(nn.Module):
         if self.is_identity:
             return pixel_values.to(visual_dtype)
         return ops.affine(x, self.weight, self.bias, dim, visual_dtype).view(pixel_values.shape)
+
+    def patchify(
+        self,
+        images: torch.Tensor | Sequence[torch.Tensor],
+        visual_dtype: torch.dtype,
+        *,
+        patch_size: int = 14,
+        temporal_patch_size: int = 2,
+        merge_size: int = 2,
+        channel_dim: int = -3,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cuts resized images into Qwen-VL patch rows and normalizes them, in one pass per image.
+
+        `images`: an image [C, H, W] or a clip [T, C, H, W] ([H, W, C] / [T, H, W, C] with channel_dim=-1),
+        or a list of them of different sizes, all on one device. H and W must be multiples of
+        patch_size * merge_size (the processor's smart_resize makes them so); a clip whose T is not a multiple
+        of temporal_patch_size is padded with its last frame, as the processor does.
+
+        Returns (pixel_values, grid_thw) as Hugging Face's Qwen2-VL processor does: pixel_values
+        [sum of grid_t * grid_h * grid_w, C * temporal_patch_size * patch_size**2] in `visual_dtype` on the
+        images' device, rows in the processor's order; grid_thw an int64 CPU tensor [n_images, 3] taken
+        from the shapes (no device sync). Qwen2-VL and Qwen2.5-VL: the defaults; Qwen3-VL: patch_size=16.
+        """
+        if not isinstance(visual_dtype, torch.dtype) or not visual_dtype.is_floating_point:
+            raise TypeError(
+                f"FusedInputNorm.patchify: visual_dtype must be a floating torch.dtype, got {visual_dtype!r}"
+            )
+        views, grid_thw = patch_views(images, self.channel, patch_size, temporal_patch_size, merge_size, channel_dim)
+        # Each view's first five axes enumerate its rows, the last four a row: one output for the whole
+        # list, and each view's rows are a contiguous slice of it.
+        rows = [math.prod(v.shape[:PATCH_CHANNEL_DIM]) for v in views]
+        row_elems = math.prod(views[0].shape[PATCH_CHANNEL_DIM:])
+        pixel_values = torch.empty(sum(rows), row_elems, dtype=visual_dtype, device=views[0].device)
+        for view, view_rows in zip(views, pixel_values.split(rows), strict=True):
+            if self.is_identity:
+                view_rows.view(view.shape).copy_(view)
+            else:
+                ops.affine_out(view_rows.view(view.shape), view, self.weight, self.bias, PATCH_CHANNEL_DIM)
+        return pixel_values, grid_thw
 
     def _channel_view(self, pixel_values: torch.Tensor, channel_dim: int) -> tuple[torch.Tensor, int]:
         shape = tuple(pixel_values.shape)
