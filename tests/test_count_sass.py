@@ -56,12 +56,14 @@ def test_hot_loop_static_size_and_paths():
 def test_shorten_and_elements_per_iteration():
     short, base, args = count_sass.shorten(
         "void fused_input_norm::affine_contiguous_kernel<unsigned char, fused_input_norm::bfloat16_bits, "
-        "unsigned int>(unsigned char const*, fused_input_norm::bfloat16_bits*, float const*, float const*, "
+        "unsigned int, 16>(unsigned char const*, fused_input_norm::bfloat16_bits*, float const*, float const*, "
         "unsigned int, unsigned int, unsigned int)"
     )
-    assert short == "affine_contiguous_kernel<u8, bf16, u32>"
-    assert count_sass.ELEMENTS_PER_ITERATION[base](*args) == 16  # one 16-byte uint8 load
-    assert count_sass.ELEMENTS_PER_ITERATION["affine_contiguous_kernel"]("f32", "f32", "u64") == 4
+    assert short == "affine_contiguous_kernel<u8, bf16, u32, 16>"
+    assert count_sass.ELEMENTS_PER_ITERATION[base](*args) == 32  # two vectors of 16 per grid-stride step
+    assert count_sass.ELEMENTS_PER_ITERATION["affine_contiguous_kernel"]("f32", "f32", "u64", "1") == 2
+    assert count_sass.ELEMENTS_PER_ITERATION["affine_pixels_kernel"]("u8", "bf16", "u32", "true") == 48  # C = 3
+    assert count_sass.ELEMENTS_PER_ITERATION["affine_strided_kernel"]("f32", "f16", "u64") == 8
 
 
 def test_res_usage():
