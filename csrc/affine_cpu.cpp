@@ -166,30 +166,27 @@ FIN_CPU_CLONES void affine_channels_last(const in_t* in, out_t* out, const float
   }
 }
 
+// Copies `bytes` (1..63) between buffers that do not overlap, with two fixed-size moves that overlap each
+// other (a patch row of 14 bytes: two 8-byte moves) instead of a call to memcpy.
+inline __attribute__((always_inline)) void copy_short(void* dst, const void* src, int64_t bytes) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  const auto two_moves = [&](auto size) {
+    constexpr int64_t k = decltype(size)::value;
+    std::memcpy(d, s, k);
+    std::memcpy(d + bytes - k, s + bytes - k, k);
+  };
+  if (bytes >= 32) return two_moves(std::integral_constant<int64_t, 32>{});
+  if (bytes >= 16) return two_moves(std::integral_constant<int64_t, 16>{});
+  if (bytes >= 8) return two_moves(std::integral_constant<int64_t, 8>{});
+  if (bytes >= 4) return two_moves(std::integral_constant<int64_t, 4>{});
+  for (int64_t k = 0; k < bytes; ++k) d[k] = s[k];
+}
+
 // rows x n0 outputs (contiguous) from rows of n0 inputs, input strides s0 (in a row) and s1 (between rows).
 // The channel is fixed (kFixed: weight[0]), one per row (kPerRow: weight[r]) or one per element (kPerElement:
 // weight[j]).
 enum class ChannelIn { kFixed, kPerRow, kPerElement };
-
-// Copies `bytes` (1..64) with fixed-size moves, two overlapping ones per power-of-two range: a patch row
-// of 14 bytes is two 8-byte moves instead of a call to memcpy.
-inline __attribute__((always_inline)) void copy_short(void* dst, const void* src, int64_t bytes) {
-  auto* d = static_cast<char*>(dst);
-  const auto* s = static_cast<const char*>(src);
-  const auto two = [&](auto size) {
-    constexpr int64_t k = decltype(size)::value;
-    char head[k], tail[k];
-    std::memcpy(head, s, k);
-    std::memcpy(tail, s + bytes - k, k);
-    std::memcpy(d, head, k);
-    std::memcpy(d + bytes - k, tail, k);
-  };
-  if (bytes >= 32) return two(std::integral_constant<int64_t, 32>{});
-  if (bytes >= 16) return two(std::integral_constant<int64_t, 16>{});
-  if (bytes >= 8) return two(std::integral_constant<int64_t, 8>{});
-  if (bytes >= 4) return two(std::integral_constant<int64_t, 4>{});
-  for (int64_t k = 0; k < bytes; ++k) d[k] = s[k];
-}
 
 template <typename in_t, typename out_t>
 FIN_CPU_CLONES void affine_tile(const in_t* in, out_t* out, int64_t n0, int64_t s0, int64_t rows, int64_t s1,
