@@ -29,6 +29,8 @@ echo "vllm environment ready in $(( $(date +%s) - start )) s"
 start=$(date +%s)
 pip_install --no-build-isolation --no-deps --force-reinstall .
 echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
+# From outside the source tree, so the installed copy is the one imported.
+(cd / && "$OLDPWD/$VENV/bin/python" -c "import fused_input_norm as f; assert 'site-packages' in f.__file__, f.__file__; print('installed:', f.__file__, f.build_info())")
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
 # import the installed copy.
 "$VENV/bin/pytest" -q -rs tests/test_vllm.py "$@"

@@ -66,6 +66,27 @@ def bf16_ulps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (ordered(a) - ordered(b)).abs()
 
 
+def operand_magnitude(norm, x):
+    """|x| * |w[c]| + |b[c]| in float64, elementwise: the scale of the fp32 rounding errors."""
+    channels = x.unflatten(1, (norm.channel, -1)) if x.dim() == 2 else x
+    shape = [1, -1] + [1] * (channels.dim() - 2)
+    magnitude = channels.double().abs() * norm.weight.double().abs().view(shape) + norm.bias.double().abs().view(shape)
+    return magnitude.reshape(x.shape)
+
+
+def assert_within_one_bf16_ulp(got, expected, magnitude):
+    """1 bf16 ulp apart, except where x * w and b cancel to a tiny result: there vLLM's multiply-then-add
+    and our one FMA differ by up to an fp32 rounding of the operands (2^-24 * magnitude each), which is
+    many bf16 ulps of a result near zero. Returns the largest ulp distance and how many elements needed
+    the cancellation allowance."""
+    ulps = bf16_ulps(got, expected)
+    diff = (got.double() - expected.double()).abs()
+    cancelled = (ulps > 1) & (diff <= 2.0**-23 * magnitude + 2.0**-8 * expected.double().abs())
+    bad = (ulps > 1) & ~cancelled
+    assert not bad.any(), f"{int(bad.sum())} elements more than 1 bf16 ulp apart, up to {int(ulps.max())}"
+    return int(ulps[~cancelled].max()) if (~cancelled).any() else 0, int(cancelled.sum())
+
+
 def pixels(layout, dtype, gen):
     x = torch.randint(0, 256, SHAPES[layout], generator=gen, dtype=torch.int32)
     return x.to(dtype) if dtype == torch.uint8 else (x + torch.rand(x.shape, generator=gen)).to(dtype)
@@ -171,21 +192,23 @@ def test_matches_upstream_forward_native(upstream, layout, in_dtype, out_dtype, 
     expected = upstream.forward_native(norm, x, out_dtype)  # vLLM's eager code on the same instance
     assert got.dtype == out_dtype and got.shape == x.shape == expected.shape
     if out_dtype == torch.bfloat16:
-        ulps = int(bf16_ulps(got, expected).max())
+        ulps, cancelled = assert_within_one_bf16_ulp(got, expected, operand_magnitude(norm, x))
         record_property("max_bf16_ulps", ulps)
-        assert ulps <= 1
+        record_property("elements_past_one_ulp_by_cancellation", cancelled)
     else:
-        diff = float((got - expected).abs().max())
-        record_property("max_abs_diff", diff)
+        record_property("max_abs_diff", float((got - expected).abs().max()))
         torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
 
 
 @requires_vllm
-def test_inputs_without_a_kernel_fall_back_to_upstream(upstream):
+@pytest.mark.parametrize("method", ["forward_native", "forward_oot"])
+def test_inputs_without_a_kernel_fall_back_to_upstream(upstream, method):
+    """float64 pixels: upstream's own method runs. (forward_cuda falls back to upstream's Triton kernel,
+    which needs a GPU.)"""
     norm = upstream(CLIP_MEAN, CLIP_STD, 1 / 255, 3)
     x = torch.rand(10, 3 * 16, dtype=torch.float64) * 255
     with RecordOps() as record:
-        got = norm(x, torch.float32)
+        got = getattr(norm, method)(x, torch.float32)
     assert AFFINE not in record.ops()
     torch.testing.assert_close(got, upstream.forward_native(norm, x, torch.float32), rtol=0, atol=0)
 
@@ -245,4 +268,4 @@ def test_strided_input_is_normalized_without_a_copy(upstream, layout):
     assert not COPIES & set(record.ops()), [str(f) for f in record.ops()]
     (received,) = [args[0] for func, args in record.calls if func == AFFINE]
     assert received.untyped_storage().data_ptr() == wide.untyped_storage().data_ptr() and not received.is_contiguous()
-    assert int(bf16_ulps(got, upstream.forward_native(norm, x, torch.bfloat16)).max()) <= 1
+    assert_within_one_bf16_ulp(got, upstream.forward_native(norm, x, torch.bfloat16), operand_magnitude(norm, x))
