@@ -11,6 +11,7 @@ Inputs the op has no kernel for (another device, float64 pixels) and the XPU pat
 vllm is imported only inside `register`: importing this module, or fused_input_norm, never imports it.
 """
 
+import importlib
 import logging
 
 import torch
@@ -33,7 +34,7 @@ def register() -> None:
         logger.warning("fused_input_norm: not registering: vLLM's CustomOp registry cannot be imported (%s)", e)
         return
     try:
-        upstream = getattr(__import__(UPSTREAM_MODULE, fromlist=[UPSTREAM_CLASS]), UPSTREAM_CLASS)
+        upstream = getattr(importlib.import_module(UPSTREAM_MODULE), UPSTREAM_CLASS)
     except (ImportError, AttributeError) as e:
         logger.warning(
             "fused_input_norm: not registering: this vLLM has no %s.%s to replace (%s)",
