@@ -11,6 +11,7 @@ present, so a GPU-less machine builds a CUDA wheel. Knobs (environment variables
 
 import glob
 import os
+import sys
 
 # torch guesses CUDA_HOME from the `nvcc` on PATH, which is a wrapper script in /usr/local/bin on some
 # machines (-> /usr/local, and linking fails); prefer the standard toolkit location when none is set.
@@ -47,6 +48,21 @@ def gpu_backend() -> str | None:
     if torch.version.cuda is not None and CUDA_HOME is not None:
         return "cuda"
     return None
+
+
+class IncrementalBuildExt(BuildExtension):
+    """Compiles into a persistent directory per environment and backend, so ninja recompiles only what
+    changed: pip's editable and wheel builds otherwise start from a fresh temporary directory each time
+    (and reset options given to setup(), hence a subclass). `force`: setuptools' own up-to-date check
+    ignores headers and build knobs, while ninja tracks both (depfiles, command lines): let ninja decide."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        flavour = gpu_backend() or ("cpu-sanitize" if SANITIZE else "cpu")
+        self.build_temp = os.path.join(
+            "build", f"{os.path.basename(sys.prefix).lstrip('.')}-torch{torch.__version__}-{flavour}"
+        )
+        self.force = True
 
 
 def extension():
@@ -88,6 +104,10 @@ def extension():
 
 setup(
     ext_modules=[extension()],
-    cmdclass={"build_ext": BuildExtension},
-    options={"bdist_wheel": {"py_limited_api": "cp39"}},
+    cmdclass={"build_ext": IncrementalBuildExt},
+    options={
+        # torch compiles py_limited_api extensions with Py_LIMITED_API=3.10 (cpp_extension's
+        # min_supported_cpython), and requires-python is >=3.10: the wheel is cp310-abi3.
+        "bdist_wheel": {"py_limited_api": "cp310"},
+    },
 )

@@ -4,6 +4,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import torch
 from torch import nn
@@ -11,11 +12,14 @@ from torch import nn
 from . import ops
 from .patchify import PATCH_CHANNEL_DIM, patch_views
 
-# A config this close to (weight 1, bias 0) only casts. Decided on plain Python floats: never on a device
-# tensor, so building the module under torch.device("cuda") forces no device-to-host sync.
-_IDENTITY_TOL = 1e-6
+# A config this close to (weight 1, bias 0) only casts: torch.allclose's default tolerances
+# (|w - 1| <= atol + rtol * 1, |b| <= atol), as vLLM decides it. Decided on plain Python floats, never on a
+# device tensor, so building the module under torch.device("cuda") forces no device-to-host sync.
+_IDENTITY_RTOL, _IDENTITY_ATOL = 1e-5, 1e-8
 
 Number = int | float
+Layout = Literal["pcl", "bchw"]
+LAYOUTS = ("pcl", "bchw")
 
 # What a preprocessor config means when it leaves a key out: the values nearly every Hugging Face image
 # processor class defaults to (transformers' BaseImageProcessor rescale_factor, IMAGENET_STANDARD_MEAN/STD).
@@ -26,6 +30,9 @@ _CONFIG_DEFAULTS = {
     "image_mean": [0.5, 0.5, 0.5],
     "image_std": [0.5, 0.5, 0.5],
 }
+# Where a model directory keeps them, in the order vLLM's loader reads: transformers 5 saves one
+# processor_config.json nesting "image_processor"; older checkpoints have a flat preprocessor_config.json.
+_CONFIG_FILES = ("processor_config.json", "preprocessor_config.json")
 
 
 def _per_channel(name: str, value: Number | Sequence[Number] | torch.Tensor, channel: int) -> list[float]:
@@ -47,15 +54,23 @@ def _per_channel(name: str, value: Number | Sequence[Number] | torch.Tensor, cha
 class FusedInputNorm(nn.Module):
     """y = (x * rescale_factor - mean[c]) / std[c], as y = x * weight[c] + bias[c] in fp32, one kernel.
 
+    A drop-in for vLLM's FusedMMInputNorm (same constructor, `forward(pixel_values, visual_dtype)`,
+    `input_dtype`, non-persistent buffers).
+
     Args:
         image_mean, image_std: per-channel mean and std (a sequence of `channel` numbers, one number for
             all channels, or a CPU tensor).
         rescale_factor: applied to the raw pixel before the mean is subtracted (1/255 for uint8 pixels).
         channel: number of channels.
+        layout: what forward accepts. "pcl": 2-D patches [num_patches, channel * patch_elems], channel-major
+            in each row (Qwen2-VL). "bchw": 4-D images [B, C, H, W]. None: decided by rank, patches for 2-D
+            input and images with their channel on `channel_dim` for rank >= 3.
         dtype: the dtype of the weight/bias buffers; only float32, since the op computes in float32.
 
     The constants and the identity decision are computed on the CPU. The weight/bias buffers are then
     placed on the default device (the active `torch.device` context, if any) with a non-blocking copy.
+    They are derived from the processor config, not learned: they are not in `state_dict()`, so weight
+    loaders (and vLLM's dummy weights) never touch them, and `.to()` still moves them.
     """
 
     weight: torch.Tensor | None
@@ -67,11 +82,15 @@ class FusedInputNorm(nn.Module):
         image_std: Number | Sequence[Number] | torch.Tensor,
         rescale_factor: Number = 1.0,
         channel: int = 3,
+        layout: Layout | None = None,
+        *,
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
         if not isinstance(channel, int) or channel < 1:
             raise ValueError(f"FusedInputNorm: channel must be a positive int, got {channel!r}")
+        if layout is not None and layout not in LAYOUTS:
+            raise ValueError(f"FusedInputNorm: layout must be 'pcl', 'bchw' or None, got {layout!r}")
         if dtype != torch.float32:
             raise ValueError(f"FusedInputNorm: dtype must be torch.float32 (the op computes in float32), got {dtype}")
         mean = _per_channel("image_mean", image_mean, channel)
@@ -83,39 +102,46 @@ class FusedInputNorm(nn.Module):
             raise ValueError(f"FusedInputNorm: image_std must be > 0 for every channel, got {std}")
 
         self.channel = channel
+        self.layout = layout
         self.rescale_factor = rescale
         self.image_mean = mean
         self.image_std = std
         weight = [rescale / s for s in std]
         bias = [-m / s for m, s in zip(mean, std, strict=True)]
-        self.is_identity = all(abs(w - 1.0) <= _IDENTITY_TOL for w in weight) and all(
-            abs(b) <= _IDENTITY_TOL for b in bias
+        self.is_identity = all(abs(w - 1.0) <= _IDENTITY_ATOL + _IDENTITY_RTOL for w in weight) and all(
+            abs(b) <= _IDENTITY_ATOL for b in bias
         )
-        if self.is_identity:
-            self.register_buffer("weight", None)
-            self.register_buffer("bias", None)
-        else:
-            self.register_buffer("weight", _to_default_device(weight))
-            self.register_buffer("bias", _to_default_device(bias))
+        identity = self.is_identity
+        self.register_buffer("weight", None if identity else _to_default_device(weight), persistent=False)
+        self.register_buffer("bias", None if identity else _to_default_device(bias), persistent=False)
+
+    @property
+    def input_dtype(self) -> torch.dtype | None:
+        """The pixel dtype engines should ship (vLLM's CUDA-graph capture reads it): uint8, or None for an
+        identity module, which takes pixels already in the encoder's dtype."""
+        return None if self.is_identity else torch.uint8
 
     @classmethod
-    def identity(cls, channel: int = 3) -> "FusedInputNorm":
+    def identity(cls, channel: int = 3, layout: Layout | None = None) -> "FusedInputNorm":
         """A module whose forward only casts."""
-        return cls([0.0] * channel, [1.0] * channel, 1.0, channel)
+        return cls([0.0] * channel, [1.0] * channel, 1.0, channel, layout)
 
     @classmethod
-    def from_preprocessor_config(cls, config: Mapping | str | os.PathLike) -> "FusedInputNorm":
-        """Builds the module from a Hugging Face image processor config: a dict, or the path of a
-        `preprocessor_config.json`.
+    def from_preprocessor_config(
+        cls, config: Mapping | str | os.PathLike, *, layout: Layout | None = None
+    ) -> "FusedInputNorm":
+        """Builds the module from a Hugging Face image processor config.
+
+        `config` is a dict, the path of a `preprocessor_config.json` / `processor_config.json`, or a model
+        directory holding one of them. A processor config that nests the image processor's under
+        "image_processor" (transformers 5) is unwrapped, as vLLM's loader does.
 
         Honours do_rescale/rescale_factor and do_normalize/image_mean/image_std (lists or scalars); the
         channel count is the length of image_mean (else image_std, else 3). Missing or null keys take
         the usual transformers defaults (rescale by 1/255, normalize with mean = std = 0.5). A config that
         neither rescales nor normalizes gives an identity module.
         """
-        if not isinstance(config, Mapping):
-            with open(config, encoding="utf-8") as f:
-                config = json.load(f)
+        config = _image_processor_config(config)
 
         def get(key):
             value = config.get(key)
@@ -127,19 +153,25 @@ class FusedInputNorm(nn.Module):
         rescale = float(get("rescale_factor")) if get("do_rescale") else 1.0
         if not get("do_normalize"):
             mean, std = 0.0, 1.0
-        return cls(mean, std, rescale, channel)
+        return cls(mean, std, rescale, channel, layout)
 
-    def forward(self, pixel_values: torch.Tensor, visual_dtype: torch.dtype, *, channel_dim: int = -3) -> torch.Tensor:
+    def forward(
+        self, pixel_values: torch.Tensor, visual_dtype: torch.dtype, *, channel_dim: int | None = None
+    ) -> torch.Tensor:
         """Normalizes `pixel_values` into `visual_dtype` (float16, bfloat16 or float32), same shape.
 
-        2-D input is the Qwen2-VL patch layout [num_patches, channel * patch_elems], channel-major in each
-        row. Rank >= 3 input is images whose channel axis is `channel_dim` (-3: [..., C, H, W]; -1: NHWC).
+        The layout decides the channel axis (see the class). With layout=None, images of rank >= 3 take
+        theirs from `channel_dim` (default -3: [..., C, H, W]; -1: NHWC).
         """
-        if not isinstance(visual_dtype, torch.dtype) or not visual_dtype.is_floating_point:
-            raise TypeError(f"FusedInputNorm: visual_dtype must be a floating torch.dtype, got {visual_dtype!r}")
-        x, dim = self._channel_view(pixel_values, channel_dim)
+        _check_forward_types(pixel_values, visual_dtype)
+        x, dim = channel_view(pixel_values, self.channel, self.layout, channel_dim)
         if self.is_identity:
             return pixel_values.to(visual_dtype)
+        if pixel_values.device != self.weight.device:
+            raise RuntimeError(
+                f"FusedInputNorm: pixel_values is on {pixel_values.device} but the module's buffers are on "
+                f"{self.weight.device}: move the module with .to({str(pixel_values.device)!r})"
+            )
         return ops.affine(x, self.weight, self.bias, dim, visual_dtype).view(pixel_values.shape)
 
     def patchify(
@@ -181,37 +213,91 @@ class FusedInputNorm(nn.Module):
                 ops.affine_out(view_rows.view(view.shape), view, self.weight, self.bias, PATCH_CHANNEL_DIM)
         return pixel_values, grid_thw
 
-    def _channel_view(self, pixel_values: torch.Tensor, channel_dim: int) -> tuple[torch.Tensor, int]:
-        shape = tuple(pixel_values.shape)
-        if pixel_values.dim() < 2:
-            raise ValueError(
-                f"FusedInputNorm: pixel_values must be 2-D patches [num_patches, {self.channel} * patch_elems] or "
-                f"images of rank >= 3, got shape {shape}"
-            )
-        if pixel_values.dim() == 2:
-            row = shape[1]
-            if row % self.channel != 0:
-                raise ValueError(
-                    f"FusedInputNorm: a patch row of {row} elements does not split into {self.channel} channels "
-                    f"(pixel_values shape {shape})"
-                )
-            return pixel_values.reshape(shape[0], self.channel, row // self.channel), 1
-        if not -pixel_values.dim() <= channel_dim < pixel_values.dim():
-            raise IndexError(f"FusedInputNorm: channel_dim {channel_dim} is out of range for shape {shape}")
-        if shape[channel_dim] != self.channel:
-            raise ValueError(
-                f"FusedInputNorm: pixel_values has {shape[channel_dim]} channels on axis {channel_dim} "
-                f"(shape {shape}), expected {self.channel}"
-            )
-        return pixel_values, channel_dim
-
     def extra_repr(self) -> str:
+        layout = "" if self.layout is None else f", layout={self.layout!r}"
         if self.is_identity:
-            return f"identity, channel={self.channel}"
+            return f"identity, channel={self.channel}{layout}"
         return (
             f"channel={self.channel}, rescale_factor={self.rescale_factor:g}, "
-            f"mean={[round(m, 6) for m in self.image_mean]}, std={[round(s, 6) for s in self.image_std]}"
+            f"mean={[round(m, 6) for m in self.image_mean]}, std={[round(s, 6) for s in self.image_std]}{layout}"
         )
+
+
+def channel_view(
+    pixel_values: torch.Tensor, channel: int, layout: Layout | None, channel_dim: int | None = None
+) -> tuple[torch.Tensor, int]:
+    """A view of `pixel_values` with its channels on one axis, and that axis: patches [P, C*K] -> [P, C, K]
+    on axis 1, images as they are. Always a view (never a copy), so strided input reaches the op strided."""
+    shape = tuple(pixel_values.shape)
+    patches = layout == "pcl" or (layout is None and pixel_values.dim() == 2)
+    if layout is not None and channel_dim is not None:
+        raise ValueError(
+            f"FusedInputNorm: channel_dim is for layout=None; layout={layout!r} fixes the channel axis "
+            f"(got channel_dim={channel_dim})"
+        )
+    if layout == "pcl" and pixel_values.dim() != 2:
+        raise ValueError(
+            f"FusedInputNorm: layout='pcl' takes 2-D pixel_values [num_patches, {channel} * patch_elems], "
+            f"got shape {shape}"
+        )
+    if layout == "bchw" and pixel_values.dim() != 4:
+        raise ValueError(f"FusedInputNorm: layout='bchw' takes 4-D pixel_values [B, C, H, W], got shape {shape}")
+    if layout is None and pixel_values.dim() < 2:
+        raise ValueError(
+            f"FusedInputNorm: pixel_values must be 2-D patches [num_patches, {channel} * patch_elems] or "
+            f"images of rank >= 3, got shape {shape}"
+        )
+    if patches:
+        row = shape[1]
+        if row % channel != 0:
+            raise ValueError(
+                f"FusedInputNorm: a patch row of {row} elements does not split into {channel} channels "
+                f"(pixel_values shape {shape})"
+            )
+        return pixel_values.unflatten(1, (channel, row // channel)), 1
+    dim = 1 if layout == "bchw" else -3 if channel_dim is None else channel_dim
+    if not -pixel_values.dim() <= dim < pixel_values.dim():
+        raise IndexError(f"FusedInputNorm: channel_dim {dim} is out of range for pixel_values of shape {shape}")
+    if shape[dim] != channel:
+        raise ValueError(
+            f"FusedInputNorm: pixel_values has {shape[dim]} channels on axis {dim} (shape {shape}), expected {channel}"
+        )
+    return pixel_values, dim
+
+
+def _check_forward_types(pixel_values: object, visual_dtype: object) -> None:
+    # Named after the module's arguments: the op would report the same mistakes as `input` / `out_dtype`.
+    if not isinstance(pixel_values, torch.Tensor):
+        raise TypeError(f"FusedInputNorm: pixel_values must be a torch.Tensor, got {type(pixel_values).__name__}")
+    if pixel_values.dtype not in ops.INPUT_DTYPES:
+        raise TypeError(
+            f"FusedInputNorm: pixel_values must have one of the dtypes {', '.join(map(str, ops.INPUT_DTYPES))}, "
+            f"got {pixel_values.dtype}"
+        )
+    if visual_dtype not in ops.OUTPUT_DTYPES:
+        raise TypeError(
+            f"FusedInputNorm: visual_dtype must be one of {', '.join(map(str, ops.OUTPUT_DTYPES))}, "
+            f"got {visual_dtype!r}"
+        )
+
+
+def _image_processor_config(config: Mapping | str | os.PathLike) -> Mapping:
+    """The image processor's keys from a dict, a JSON file or a model directory (see from_preprocessor_config)."""
+    if not isinstance(config, Mapping):
+        if os.path.isdir(config):
+            found = [os.path.join(config, name) for name in _CONFIG_FILES if os.path.isfile(os.path.join(config, name))]
+            if not found:
+                raise FileNotFoundError(
+                    f"FusedInputNorm.from_preprocessor_config: directory {os.fspath(config)!r} has no "
+                    f"{' or '.join(_CONFIG_FILES)}"
+                )
+            candidates = [_image_processor_config(path) for path in found]
+            # A processor_config.json may describe only the tokenizer's side; then the flat file holds the keys.
+            return next((c for c in candidates if any(k in c for k in _CONFIG_DEFAULTS)), candidates[-1])
+        with open(config, encoding="utf-8") as f:
+            config = json.load(f)
+    nested = config.get("image_processor")
+    return nested if isinstance(nested, Mapping) else config
 
 
 def _to_default_device(values: list[float]) -> torch.Tensor:

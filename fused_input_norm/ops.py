@@ -100,3 +100,57 @@ def _affine_out_fake(out, input, weight, bias, dim=1):
         )
     if not out.is_contiguous():
         raise ValueError(f"fused_input_norm.affine_out: out must be contiguous, got stride {out.stride()}")
+
+
+# Autograd. Engines run under torch.inference_mode, which skips these kernels; anyone differentiating
+# gets exact gradients from `affine` and a clear refusal from `affine_out`, never a silent None.
+
+
+def _along(t: Tensor, dim: int, ndim: int) -> Tensor:
+    """A [C] tensor viewed to broadcast along `dim` of an `ndim`-D tensor."""
+    shape = [1] * ndim
+    shape[dim] = -1
+    return t.view(shape)
+
+
+def _affine_setup_context(ctx, inputs, output) -> None:
+    input, weight, _bias, dim, _out_dtype = inputs
+    ctx.dim = dim % input.dim()
+    ctx.save_for_backward(input, weight)
+
+
+def _affine_backward(ctx, grad: Tensor):
+    # y = x * w[c] + b[c] in fp32, then rounded to out_dtype; the rounding passes gradients through as
+    # Tensor.to does. Backward is not a hot path: plain fp32 eager ops.
+    input, weight = ctx.saved_tensors
+    g = grad.float()
+    others = [d for d in range(g.dim()) if d != ctx.dim]
+
+    def per_channel(t: Tensor) -> Tensor:
+        return t.sum(others) if others else t  # sum([]) would reduce every dim
+
+    grad_input = (g * _along(weight, ctx.dim, g.dim())).to(input.dtype) if ctx.needs_input_grad[0] else None
+    grad_weight = per_channel(g * input.float()) if ctx.needs_input_grad[1] else None
+    grad_bias = per_channel(g) if ctx.needs_input_grad[2] else None
+    return grad_input, grad_weight, grad_bias, None, None
+
+
+torch.library.register_autograd("fused_input_norm::affine", _affine_backward, setup_context=_affine_setup_context)
+
+# Out variants cannot carry an autograd formula (torch.library refuses them): without this kernel, writing
+# into `out` would silently drop the graph. It refuses when a gradient is wanted and otherwise passes through.
+_autograd_lib = torch.library.Library("fused_input_norm", "FRAGMENT")
+
+
+def _affine_out_autograd(keyset, out, input, weight, bias, dim=1):  # the dispatcher drops default arguments
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (out, input, weight, bias)):
+        raise RuntimeError(
+            "fused_input_norm.affine_out: no gradients flow through an out= call, and an argument requires grad; "
+            "use fused_input_norm.affine (differentiable in input, weight and bias), or call under torch.no_grad()"
+        )
+    return torch.ops.fused_input_norm.affine_out.default.redispatch(
+        keyset & torch._C._after_autograd_keyset, out, input, weight, bias, dim
+    )
+
+
+_autograd_lib.impl("affine_out", _affine_out_autograd, "Autograd", with_keyset=True)

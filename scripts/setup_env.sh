@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Creates (or reuses) a virtual environment with torch and builds fused_input_norm into it, editable.
+# Rebuilds are incremental: setup.py keeps the objects in build/<venv>-torch<version>-<backend>/ and ninja
+# recompiles only what changed (a no-change rebuild takes seconds, the first build a minute or two).
 #   VENV=.venv  TORCH_SPEC=torch==2.14.1 (the CUDA 13.0 build; torch==2.13.0 is the CPU-only one here)
 #   EXTRAS="pytest hypothesis"  more packages to install
 # Source it (`. scripts/setup_env.sh`) to keep the environment's variables, or run it.

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import CLIP_MEAN, CLIP_STD, DEVICES, HAS_CUDA, NO_CUDA_REASON
+from conftest import CLIP_MEAN, CLIP_STD, DEVICES, HAS_CUDA, NO_CUDA_REASON, assert_affine_close
 
 from fused_input_norm import FusedInputNorm
 
@@ -57,12 +57,44 @@ def test_constants_are_folded_on_the_cpu():
     torch.testing.assert_close(norm.bias.double(), expected_b, rtol=1e-7, atol=0)
 
 
-def test_state_dict_holds_only_weight_and_bias():
+def test_buffers_are_not_state():
+    """Derived from the processor config, not weights: loaders must neither overwrite nor demand them."""
     norm = FusedInputNorm(*NON_IDENTITY)
-    assert list(norm.state_dict()) == ["weight", "bias"]
-    other = FusedInputNorm(*NON_IDENTITY)
-    other.load_state_dict(norm.state_dict())
-    assert list(FusedInputNorm.identity().state_dict()) == []
+    assert norm.state_dict() == {}
+    assert [name for name, _ in norm.named_buffers()] == ["weight", "bias"]
+    moved = norm.to("meta")
+    assert moved.weight.device.type == "meta" and moved.bias.device.type == "meta"
+    norm.load_state_dict({})  # strict: nothing is missing
+    identity = FusedInputNorm.identity()
+    assert identity.state_dict() == {} and list(identity.named_buffers()) == []
+
+
+def test_input_dtype():
+    assert FusedInputNorm(*NON_IDENTITY).input_dtype == torch.uint8
+    assert FusedInputNorm.identity().input_dtype is None
+
+
+@pytest.mark.parametrize(
+    "rescale,mean",
+    [
+        (1.0, 0.0),
+        (1 + 1e-5, 0.0),  # |w - 1| = 1e-5: inside rtol 1e-5 + atol 1e-8
+        (1 - 1.0009e-5, 0.0),
+        (1 + 1.002e-5, 0.0),  # just outside
+        (1 + 1e-6, 5e-9),  # |b| = 5e-9 <= atol
+        (1.0, 2e-8),  # |b| = 2e-8 > atol
+        (1.0, -1e-6),
+        (1 / 255, 0.0),
+    ],
+)
+def test_identity_is_decided_as_torch_allclose(rescale, mean):
+    """The reference: torch.allclose with its default tolerances on the folded constants, in float64."""
+    norm = FusedInputNorm([mean] * 3, [1.0] * 3, rescale)
+    weight = torch.full((3,), rescale / 1.0, dtype=torch.float64)
+    bias = torch.full((3,), -mean / 1.0, dtype=torch.float64)
+    expected = torch.allclose(weight, torch.ones_like(weight)) and torch.allclose(bias, torch.zeros_like(bias))
+    assert norm.is_identity is expected
+    assert (norm.weight is None) is expected
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -143,8 +175,99 @@ def test_bad_forward_input(shape, kwargs, error, match):
         norm(torch.zeros(shape, dtype=torch.uint8), torch.bfloat16, **kwargs)
 
 
-@pytest.mark.parametrize("visual_dtype", [torch.int32, torch.uint8, torch.bool, "bfloat16"])
-def test_non_floating_visual_dtype(visual_dtype):
+@pytest.mark.parametrize("visual_dtype", [torch.float64, torch.int32, torch.uint8, torch.bool, "bfloat16"])
+def test_bad_visual_dtype_is_named(visual_dtype):
     for norm in (FusedInputNorm(*NON_IDENTITY), FusedInputNorm.identity()):
-        with pytest.raises(TypeError, match=r"visual_dtype must be a floating torch\.dtype"):
+        with pytest.raises(TypeError, match=r"FusedInputNorm: visual_dtype must be one of torch\.float16, "):
             norm(torch.zeros(2, 3, 4, 4, dtype=torch.uint8), visual_dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float64, torch.bool], ids=str)
+def test_bad_pixel_dtype_is_named(dtype):
+    for norm in (FusedInputNorm(*NON_IDENTITY), FusedInputNorm.identity()):
+        with pytest.raises(
+            TypeError, match=r"FusedInputNorm: pixel_values must have one of the dtypes .*got " + str(dtype)
+        ):
+            norm(torch.zeros(2, 3, 4, 4, dtype=dtype), torch.bfloat16)
+    with pytest.raises(TypeError, match=r"pixel_values must be a torch\.Tensor, got list"):
+        FusedInputNorm(*NON_IDENTITY)([[0] * 3], torch.bfloat16)
+
+
+def test_pixels_on_another_device_than_the_module():
+    norm = FusedInputNorm(*NON_IDENTITY)
+    with pytest.raises(
+        RuntimeError, match=r"pixel_values is on meta but the module's buffers are on cpu: move the module"
+    ):
+        norm(torch.zeros(2, 3, 4, 4, dtype=torch.uint8, device="meta"), torch.bfloat16)
+
+
+def test_upstream_constructor_and_call():
+    """vLLM's FusedMMInputNorm(image_mean, image_std, rescale_factor, channel, layout), called positionally."""
+    images = torch.randint(0, 256, (2, 3, 8, 8), dtype=torch.uint8)
+    bchw = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255, 3, "bchw")
+    pcl = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255, 3, layout="pcl")
+    assert (bchw.layout, pcl.layout) == ("bchw", "pcl")
+    mean = torch.tensor(CLIP_MEAN, dtype=torch.float64).view(3, 1, 1)
+    std = torch.tensor(CLIP_STD, dtype=torch.float64).view(3, 1, 1)
+    expected = (images.double() / 255 - mean) / std
+    torch.testing.assert_close(bchw(images, torch.float32).double(), expected, rtol=2e-6, atol=2e-6)
+    patches = images.reshape(2, 3 * 64)
+    torch.testing.assert_close(pcl(patches, torch.float32).double(), expected.reshape(2, -1), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    "layout,shape,kwargs,match",
+    [
+        (
+            "pcl",
+            (2, 3, 8, 8),
+            {},
+            r"layout='pcl' takes 2-D pixel_values \[num_patches, 3 \* patch_elems\], got shape \(2, 3, 8, 8\)",
+        ),
+        ("pcl", (4, 1177), {}, "1177 elements does not split into 3 channels"),
+        ("bchw", (2, 3 * 64), {}, r"layout='bchw' takes 4-D pixel_values \[B, C, H, W\], got shape \(2, 192\)"),
+        ("bchw", (3, 8, 8), {}, "layout='bchw' takes 4-D"),
+        ("bchw", (2, 8, 8, 3), {}, "has 8 channels on axis 1"),
+        ("bchw", (2, 3, 8, 8), {"channel_dim": -1}, "channel_dim is for layout=None; layout='bchw' fixes"),
+    ],
+)
+def test_layout_is_enforced(layout, shape, kwargs, match):
+    for norm in (FusedInputNorm(*NON_IDENTITY, layout=layout), FusedInputNorm.identity(layout=layout)):
+        with pytest.raises(ValueError, match=match):
+            norm(torch.zeros(shape, dtype=torch.uint8), torch.bfloat16, **kwargs)
+
+
+def test_bad_layout():
+    with pytest.raises(ValueError, match="layout must be 'pcl', 'bchw' or None, got 'nhwc'"):
+        FusedInputNorm(*NON_IDENTITY, layout="nhwc")
+
+
+@pytest.mark.parametrize("layout", [None, "pcl", "bchw"])
+def test_strided_input_reaches_the_op_without_a_copy(layout):
+    """No .contiguous() on the way: the op receives a view of the caller's strided storage."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.calls.append((func, args))
+            return func(*args, **(kwargs or {}))
+
+    wide = torch.randint(0, 256, (5, 2 * 3 * 16), dtype=torch.uint8)
+    if layout == "bchw":
+        x = wide.view(5, 2, 3, 4, 4)[:, 1]  # every other image of a batch: [5, 3, 4, 4], not contiguous
+    else:
+        x = wide[:, 3 * 16 :]  # the second half of each row: [5, 48], not contiguous
+    assert not x.is_contiguous()
+    norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255, layout=layout)
+    with Record() as record:
+        y = norm(x, torch.float32)
+    ops = [func for func, _ in record.calls]
+    assert torch.ops.fused_input_norm.affine.default in ops
+    assert not {torch.ops.aten.clone.default, torch.ops.aten.copy_.default, torch.ops.aten._to_copy.default} & set(ops)
+    (received,) = [args[0] for func, args in record.calls if func == torch.ops.fused_input_norm.affine.default]
+    assert received.untyped_storage().data_ptr() == wide.untyped_storage().data_ptr() and not received.is_contiguous()
+    assert_affine_close(y.view(received.shape), x.reshape(received.shape), norm.weight, norm.bias, 1)

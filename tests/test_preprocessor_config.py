@@ -1,5 +1,7 @@
 """FusedInputNorm.from_preprocessor_config without transformers: keys, scalars, defaults, identity."""
 
+import json
+
 import pytest
 
 from fused_input_norm import FusedInputNorm
@@ -44,3 +46,64 @@ def test_bad_config_values_are_rejected():
         FusedInputNorm.from_preprocessor_config({"image_std": [0.5, 0.0, 0.5]})
     with pytest.raises(ValueError, match="image_std must have one value per channel"):
         FusedInputNorm.from_preprocessor_config({"image_mean": [0.5] * 3, "image_std": [0.5] * 2})
+
+
+IMAGENET = {"rescale_factor": 1 / 255, "image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
+CLIP = {"rescale_factor": 1 / 255, "image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954] * 3}
+
+
+def constants(config):
+    return [config["rescale_factor"] / s for s in config["image_std"]], [
+        -m / s for m, s in zip(config["image_mean"], config["image_std"], strict=True)
+    ]
+
+
+def assert_built_from(norm, config):
+    weight, bias = constants(config)
+    assert norm.weight.tolist() == pytest.approx(weight, rel=1e-7)
+    assert norm.bias.tolist() == pytest.approx(bias, rel=1e-7)
+
+
+def write(path, config):
+    path.write_text(json.dumps(config))
+    return path
+
+
+def test_model_directory_with_preprocessor_config(tmp_path):
+    write(tmp_path / "preprocessor_config.json", IMAGENET | {"image_processor_type": "CLIPImageProcessor"})
+    for source in (tmp_path, str(tmp_path)):
+        assert_built_from(FusedInputNorm.from_preprocessor_config(source), IMAGENET)
+
+
+def test_processor_config_nesting_image_processor(tmp_path):
+    """transformers 5 saves one processor_config.json with the image processor's keys under "image_processor"."""
+    nested = {"processor_class": "Qwen2VLProcessor", "image_processor": IMAGENET}
+    assert_built_from(FusedInputNorm.from_preprocessor_config(nested), IMAGENET)
+    assert_built_from(
+        FusedInputNorm.from_preprocessor_config(write(tmp_path / "processor_config.json", nested)), IMAGENET
+    )
+    assert_built_from(FusedInputNorm.from_preprocessor_config(tmp_path), IMAGENET)
+
+
+def test_directory_prefers_the_file_vllm_reads(tmp_path):
+    """vLLM's loader reads processor_config.json first, and falls back to the flat preprocessor_config.json
+    when the former does not describe the image processor."""
+    write(tmp_path / "preprocessor_config.json", CLIP)
+    write(tmp_path / "processor_config.json", {"processor_class": "X", "image_processor": IMAGENET})
+    assert_built_from(FusedInputNorm.from_preprocessor_config(tmp_path), IMAGENET)
+    write(tmp_path / "processor_config.json", {"processor_class": "X", "chat_template": "{{ messages }}"})
+    assert_built_from(FusedInputNorm.from_preprocessor_config(tmp_path), CLIP)
+
+
+def test_directory_without_a_config(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match=r"has no processor_config\.json or preprocessor_config\.json"):
+        FusedInputNorm.from_preprocessor_config(tmp_path)
+
+
+def test_layout_passes_through():
+    assert FusedInputNorm.from_preprocessor_config(IMAGENET, layout="bchw").layout == "bchw"
+    assert (
+        FusedInputNorm.from_preprocessor_config({"do_rescale": False, "do_normalize": False}, layout="pcl").layout
+        == "pcl"
+    )

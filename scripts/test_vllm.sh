@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The vLLM plugin against the real vllm 0.34.0: creates (or reuses) .venv-vllm and runs tests/test_vllm.py.
+# vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
+# from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm and dummy weight
+# loader needs (at the versions it asks for), and none of its GPU kernel packages (flashinfer,
+# cutlass-dsl, tilelang, ...). This package is installed as users install it, not editable, so vLLM finds
+# the plugin through real entry-point metadata.
+#   VENV=.venv-vllm  FUSED_INPUT_NORM_FORCE_CPU=1 (as for setup.py)  extra arguments go to pytest
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+VENV=${VENV:-.venv-vllm}
+export MAX_JOBS=${MAX_JOBS:-2}
+if [ -z "${CUDA_HOME:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then export CUDA_HOME=/usr/local/cuda; fi
+pip_install() {
+  # The resolver's complaints about vllm's unmet pins (torch==2.14.0, its GPU packages) are expected.
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
+    | { grep -v -e "^WARNING: Location" -e "^vllm 0.34.0 requires" -e "^ERROR: pip's dependency resolver" || true; }
+}
+
+[ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+start=$(date +%s)
+pip_install torch==2.14.1 numpy "setuptools>=77,<81" wheel ninja pytest
+pip_install "pydantic>=2.12.0" regex psutil "pyzmq>=25.0.0" "requests>=2.33.0" "transformers>=5.16.1,<5.23.0" \
+  "aiohttp>=3.14.4" "pillow>=13.0.0" pybase64 cachetools cbor2 msgspec cloudpickle py-cpuinfo "prometheus_client>=0.18.0" \
+  einops uvloop
+pip_install --no-deps vllm==0.34.0 "llguidance>=1.7.0,<1.8.0" xgrammar==0.2.8 apache-tvm-ffi==0.1.11 outlines_core==0.2.14 \
+  lm-format-enforcer==0.11.3 compressed-tensors==0.17.0 "mistral_common>=1.13.0" "opencv-python-headless>=4.13.0" numba==0.65.0
+echo "vllm environment ready in $(( $(date +%s) - start )) s"
+start=$(date +%s)
+pip_install --no-build-isolation --no-deps --force-reinstall .
+echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
+# From outside the source tree, so the installed copy is the one imported.
+(cd / && "$OLDPWD/$VENV/bin/python" -c "import fused_input_norm as f; assert 'site-packages' in f.__file__, f.__file__; print('installed:', f.__file__, f.build_info())")
+# bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
+# import the installed copy.
+"$VENV/bin/pytest" -q -rs tests/test_vllm.py "$@"
