@@ -122,9 +122,10 @@ def qwen2vl_flow(device: torch.device, reps: int) -> None:
         print(f"  {name:<80}{ms:8.2f} ms")
     if times[patchify_path] > min(times.values()):
         text = (
-            "patchify is not the fastest path here: the op reads the patch view (9 dimensions, a stride-0 frame "
-            "axis) through its generic strided path, one element at a time (PERF_NOTES.md, known slow paths). "
-            "What it already removes: half the bytes over PCIe and the processor's CPU patchify."
+            "patchify was not the fastest path in this run. It reads the image through the op's strided engine: "
+            "each 14-pixel patch row comes from another image row, gathered before it is normalized, which costs "
+            "more per byte than a contiguous pass (PERF_NOTES.md); on a busy machine rerun with more --reps. "
+            "What it removes regardless: half the bytes over PCIe and the processor's CPU patchify."
         )
         print(textwrap.fill(text, width=110))
 
@@ -211,10 +212,11 @@ def explain_first_touch(out: torch.Tensor, gap_ms: float, timer: Timer, reps: in
     text = (
         f"Why the allocating call is {gap_ms:.1f} ms slower than out= on the CPU: its {size_mb:.0f} MB output is fresh "
         "memory. The CPU allocator hands large blocks back to the OS and maps new ones, so the first write to each "
-        "4 KiB page faults into the kernel, which zeroes and maps it. Filling a fresh tensor of that size takes "
-        f"{fill['fresh']:.1f} ms here, a reused one {fill['reused']:.1f} ms: the gap is those page faults, not the op. "
-        "Preallocate and call affine_out, or back large allocations with 2 MiB huge pages (PyTorch's "
-        f"THP_MEM_ALLOC_ENABLE=1; transparent huge pages here: {thp_mode()})."
+        "page faults into the kernel, which zeroes and maps it. Filling a fresh tensor of that size takes "
+        f"{fill['fresh']:.1f} ms here, a reused one {fill['reused']:.1f} ms. The op asks for 2 MiB transparent huge "
+        "pages for an output this large before it writes (madvise; transparent huge pages here: "
+        f"{thp_mode()}), which removes most of the faults but not the zeroing, nor the kernel's compaction when "
+        "memory is fragmented. Preallocate and call affine_out to pay neither."
     )
     print("\n" + textwrap.fill(text, width=110))
 
