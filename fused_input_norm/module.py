@@ -254,7 +254,9 @@ def channel_view(
                 f"FusedInputNorm: a patch row of {row} elements does not split into {channel} channels "
                 f"(pixel_values shape {shape})"
             )
-        return pixel_values.unflatten(1, (channel, row // channel)), 1
+        # Splitting one dim is always expressible in strides, so reshape returns a view here, never a copy
+        # (and, unlike unflatten, torch 2.13's dynamo traces it under a torch.device context).
+        return pixel_values.reshape(shape[0], channel, row // channel), 1
     dim = 1 if layout == "bchw" else -3 if channel_dim is None else channel_dim
     if not -pixel_values.dim() <= dim < pixel_values.dim():
         raise IndexError(f"FusedInputNorm: channel_dim {dim} is out of range for pixel_values of shape {shape}")
