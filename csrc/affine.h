@@ -67,6 +67,9 @@ void check_out_arg(const Tensor& out, const Tensor& input, const Tensor& weight,
 // `input` must have passed check_affine_args.
 AffinePlan plan_affine(const Tensor& input, int64_t dim);
 
+// A new contiguous tensor with input's shape and device; dtype is float16, bfloat16 or float32.
+Tensor new_output(const Tensor& input, ScalarType dtype);
+
 // A backend's unchecked kernel launch: writes input * weight[c] + bias[c] into out.
 using AffineRun = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            int64_t dim);
@@ -82,7 +85,7 @@ Tensor affine_op(const Tensor& input, const Tensor& weight, const Tensor& bias, 
                  std::optional<ScalarType> out_dtype) {
   check_affine_args("affine", input, weight, bias, dim);
   const ScalarType dtype = affine_output_dtype(input, out_dtype);
-  Tensor out = torch::stable::empty(input.sizes(), dtype, std::nullopt, input.device());
+  Tensor out = new_output(input, dtype);
   Prepare(out);
   Run(out, input, weight, bias, dim);
   return out;

@@ -368,8 +368,8 @@ void run_affine_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
   if (plan.numel == 0) return;
   FIN_DISPATCH_IN_OUT(plan.source.scalar_type(), out.scalar_type(), [&] {
     affine_cpu_kernel(static_cast<const in_t*>(plan.source.const_data_ptr()),
-                      static_cast<out_t*>(out.mutable_data_ptr()), weight.const_data_ptr<float>(),
-                      bias.const_data_ptr<float>(), plan);
+                      static_cast<out_t*>(out.mutable_data_ptr()), static_cast<const float*>(weight.const_data_ptr()),
+                      static_cast<const float*>(bias.const_data_ptr()), plan);
   });
 }
 

@@ -126,8 +126,8 @@ void run_affine_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
   const int device = input.get_device_index();
   const torch::stable::accelerator::DeviceGuard guard(device);
   const auto stream = static_cast<cudaStream_t>(torch::stable::accelerator::getCurrentStream(device).nativeHandle());
-  const float* w = weight.const_data_ptr<float>();
-  const float* b = bias.const_data_ptr<float>();
+  const float* w = static_cast<const float*>(weight.const_data_ptr());
+  const float* b = static_cast<const float*>(bias.const_data_ptr());
 
   FIN_DISPATCH_IN_OUT(plan.source.scalar_type(), out.scalar_type(), [&] {
     const auto* in = static_cast<const in_t*>(plan.source.const_data_ptr());
