@@ -1,5 +1,9 @@
 """Builds fused_input_norm._C: a CUDAExtension (hipified automatically on a ROCm torch) or a CppExtension.
 
+The extension uses only the LibTorch stable ABI (torch/csrc/stable, torch/headeronly), so one wheel serves
+every torch from TORCH_TARGET_VERSION on: it calls torch's C shims in libtorch_cpu and nothing else of
+torch, and a CUDA build carries its own CUDA runtime (static cudart), so it also loads on a CPU-only torch.
+
 The GPU backend is chosen from the installed torch and the toolkit found, never from whether a GPU is
 present, so a GPU-less machine builds a CUDA wheel. Knobs (environment variables):
   FUSED_INPUT_NORM_FORCE_CPU=1   build the CPU-only extension even where a CUDA/ROCm toolkit is found
@@ -28,6 +32,10 @@ from torch.utils.cpp_extension import (
     CUDAExtension,
 )
 
+# The oldest torch the extension supports, as the stable headers encode versions (major, minor bytes first).
+# 2.13 because the CUDA glue reads the current stream's native handle (torch::stable::accelerator::Stream::
+# nativeHandle); keep pyproject.toml's torch>= in step.
+TORCH_TARGET_VERSION = "0x020D000000000000"
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
 DEFAULT_ROCM_ARCHS = "gfx90a;gfx942"
 
@@ -69,8 +77,8 @@ def extension():
     here = os.path.dirname(os.path.abspath(__file__))
     sources = sorted(glob.glob(os.path.join("csrc", "*.cpp")))
     backend = gpu_backend()
-    cxx_flags = ["-O3", "-fopenmp", "-fvisibility=hidden"]  # -fopenmp: at::parallel_for is OpenMP inline code
-    link_flags = ["-fopenmp"]
+    cxx_flags = ["-O3", "-fvisibility=hidden"]
+    link_flags = []
     if SANITIZE:
         cxx_flags = [*cxx_flags, *SANITIZER_FLAGS]
         link_flags += SANITIZER_FLAGS
@@ -79,12 +87,14 @@ def extension():
         "extra_link_args": link_flags,
         "py_limited_api": True,
     }
-    macros = [("FIN_PYTHON_MODULE", None)]
+    macros = [("FIN_PYTHON_MODULE", None), ("TORCH_TARGET_VERSION", TORCH_TARGET_VERSION)]
     if backend is None:
         print("fused_input_norm: building the CPU-only extension")
-        return CppExtension(
+        ext = CppExtension(
             "fused_input_norm._C", sources, define_macros=macros, extra_compile_args={"cxx": cxx_flags}, **common
         )
+        ext.libraries = ["torch_cpu"]  # the stable C shims; torch's other libraries are not needed
+        return ext
     macros.append(("FIN_WITH_GPU", None))
     if backend == "cuda":
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", DEFAULT_CUDA_ARCHS)
@@ -93,13 +103,17 @@ def extension():
         os.environ.setdefault("PYTORCH_ROCM_ARCH", DEFAULT_ROCM_ARCHS)
         macros.append(("FIN_GPU_ARCHS", '"' + os.environ["PYTORCH_ROCM_ARCH"] + '"'))
         print(f"fused_input_norm: building HIP for {os.environ['PYTORCH_ROCM_ARCH']}")
-    return CUDAExtension(
+    ext = CUDAExtension(
         "fused_input_norm._C",
         sources + sorted(glob.glob(os.path.join("csrc", "*.cu"))),
         define_macros=macros,
         extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "-lineinfo"]},
         **common,
     )
+    # CUDAExtension would link libtorch_cuda, libc10_cuda and the shared cudart, none of which a CPU-only
+    # torch has; the stable shims are all in libtorch_cpu. ROCm wheels only run on a ROCm torch.
+    ext.libraries = ["torch_cpu", "cudart_static"] if backend == "cuda" else ["torch_cpu", "amdhip64"]
+    return ext
 
 
 setup(

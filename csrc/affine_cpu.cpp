@@ -1,7 +1,7 @@
-// CPU implementation: multi-threaded with at::parallel_for, and vectorized by the compiler on the
+// CPU implementation: multi-threaded with torch's parallel_for, and vectorized by the compiler on the
 // contiguous path, with AVX-512 and AVX2/FMA clones chosen at load time on x86-64.
-#include <ATen/Parallel.h>
-#include <torch/library.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -305,9 +305,9 @@ void affine_contiguous(const in_t* in, out_t* out, const float* weight, const fl
   const int64_t channels = plan.channels;
   const int64_t period = channels * inner;
   if (inner >= kMinRun || period > kMaxPeriod) {
-    at::parallel_for(0, numel / inner, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
-      affine_runs(in, out, weight, bias, begin, end, inner, channels);
-    });
+    torch::stable::parallel_for(
+        0, numel / inner, std::max<int64_t>(1, kGrain / inner),
+        [&](int64_t begin, int64_t end) { affine_runs(in, out, weight, bias, begin, end, inner, channels); });
     return;
   }
 
@@ -318,10 +318,10 @@ void affine_contiguous(const in_t* in, out_t* out, const float* weight, const fl
     w_block[k] = weight[c];
     b_block[k] = bias[c];
   }
-  at::parallel_for(0, (numel + block - 1) / block, std::max<int64_t>(1, kGrain / block),
-                   [&](int64_t begin, int64_t end) {
-                     affine_blocks(in, out, w_block.data(), b_block.data(), begin, end, block, numel);
-                   });
+  torch::stable::parallel_for(0, (numel + block - 1) / block, std::max<int64_t>(1, kGrain / block),
+                              [&](int64_t begin, int64_t end) {
+                                affine_blocks(in, out, w_block.data(), b_block.data(), begin, end, block, numel);
+                              });
 }
 
 template <typename in_t, typename out_t>
@@ -332,12 +332,12 @@ void affine_cpu_kernel(const in_t* in, out_t* out, const float* weight, const fl
     case AffinePlan::Kind::kChannelsLast: {
       const ChannelsLastShape shape = plan.pixels;
       const int64_t grain = std::max<int64_t>(1, kGrain / shape.channels);
-      return at::parallel_for(0, shape.outer * shape.pixels, grain, [&](int64_t begin, int64_t end) {
+      return torch::stable::parallel_for(0, shape.outer * shape.pixels, grain, [&](int64_t begin, int64_t end) {
         affine_channels_last(in, out, weight, bias, shape, begin, end);
       });
     }
     case AffinePlan::Kind::kStrided:
-      return at::parallel_for(0, plan.numel, kGrain, [&](int64_t begin, int64_t end) {
+      return torch::stable::parallel_for(0, plan.numel, kGrain, [&](int64_t begin, int64_t end) {
         affine_strided(in, out, weight, bias, plan.layout, begin, end);
       });
   }
@@ -346,34 +346,35 @@ void affine_cpu_kernel(const in_t* in, out_t* out, const float* weight, const fl
 // A fresh output of several huge pages gets transparent huge pages before the kernel first touches it:
 // first-touch faults of 4 KiB pages otherwise cost several times the kernel itself (a 165 MB output: ~100
 // ms of faults against ~15 ms of work). madvise is advice: an error or a kernel without THP changes nothing.
-void advise_huge_pages(const at::Tensor& out) {
+void advise_huge_pages(const Tensor& out) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
-  if (out.nbytes() < 4 * kHugePage) return;
-  const auto begin = reinterpret_cast<uintptr_t>(out.data_ptr());
+  const auto nbytes = static_cast<uintptr_t>(out.numel()) * out.element_size();
+  if (nbytes < 4 * kHugePage) return;
+  const auto begin = reinterpret_cast<uintptr_t>(out.mutable_data_ptr());
   const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
-  const uintptr_t last = (begin + out.nbytes()) & ~(kHugePage - 1);
+  const uintptr_t last = (begin + nbytes) & ~(kHugePage - 1);
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 #else
   (void)out;
 #endif
 }
 
-void run_affine_cpu(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
-                    int64_t dim) {
+void run_affine_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t dim) {
   const AffinePlan plan = plan_affine(input, dim);
   if (plan.numel == 0) return;
   FIN_DISPATCH_IN_OUT(plan.source.scalar_type(), out.scalar_type(), [&] {
-    affine_cpu_kernel(static_cast<const in_t*>(plan.source.const_data_ptr()), static_cast<out_t*>(out.data_ptr()),
-                      weight.const_data_ptr<float>(), bias.const_data_ptr<float>(), plan);
+    affine_cpu_kernel(static_cast<const in_t*>(plan.source.const_data_ptr()),
+                      static_cast<out_t*>(out.mutable_data_ptr()), static_cast<const float*>(weight.const_data_ptr()),
+                      static_cast<const float*>(bias.const_data_ptr()), plan);
   });
 }
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(fused_input_norm, CPU, m) {
-  m.impl("affine", &affine_op<run_affine_cpu, advise_huge_pages>);
-  m.impl("affine_out", &affine_out_op<run_affine_cpu>);
+STABLE_TORCH_LIBRARY_IMPL(fused_input_norm, CPU, m) {
+  m.impl("affine", TORCH_BOX((&affine_op<run_affine_cpu, advise_huge_pages>)));
+  m.impl("affine_out", TORCH_BOX(&affine_out_op<run_affine_cpu>));
 }
 
 }  // namespace fused_input_norm

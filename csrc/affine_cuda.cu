@@ -1,19 +1,31 @@
 // CUDA (and, through hipify, ROCm) implementation: thin glue around the kernels in affine_kernel.h.
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
-#include <torch/library.h>
+// Device guard and current stream come from torch's stable accelerator API, not libtorch_cuda, and the CUDA
+// runtime is linked statically (setup.py), so the extension also loads on a CPU-only torch.
+#include <cuda_runtime.h>
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
 #include "affine.h"
 #include "dispatch.h"
+
+// torch's STD_CUDA_CHECK formats its message in libtorch_cuda, which a CPU-only torch lacks.
+#define FIN_CUDA_CHECK(EXPR)                                                                                   \
+  do {                                                                                                         \
+    const cudaError_t fin_error = (EXPR);                                                                      \
+    if (fin_error != cudaSuccess) {                                                                            \
+      throw std::runtime_error(std::string("fused_input_norm: CUDA error: ") + cudaGetErrorString(fin_error) + \
+                               " (" #EXPR ")");                                                                \
+    }                                                                                                          \
+  } while (0)
 
 namespace fused_input_norm {
 namespace {
@@ -31,8 +43,8 @@ int resident_blocks(int device) {
   int blocks = cache[device].load(std::memory_order_relaxed);
   if (blocks == 0) {
     int sms = 0, per_sm = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, kThreads, 0));
+    FIN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    FIN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, kThreads, 0));
     blocks = std::max(1, sms * per_sm);
     cache[device].store(blocks, std::memory_order_relaxed);
   }
@@ -45,7 +57,7 @@ void launch(int64_t work_items, int device, cudaStream_t stream, Args... args) {
   const int64_t needed = std::max<int64_t>(1, (work_items + kThreads - 1) / kThreads);
   const int64_t grid = std::min<int64_t>(needed, resident_blocks<Kernel>(device));
   Kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(args...);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  FIN_CUDA_CHECK(cudaGetLastError());
 }
 
 // Calls body(std::integral_constant<int, V>) with the widest V <= MAX (a power of two) that both pointers
@@ -108,19 +120,18 @@ bool fits_32_bit(const AffinePlan& plan) {
   return last < kMax;
 }
 
-void run_affine_cuda(const at::Tensor& out, const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
-                     int64_t dim) {
+void run_affine_cuda(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t dim) {
   const AffinePlan plan = plan_affine(input, dim);
   if (plan.numel == 0) return;
-  const c10::cuda::CUDAGuard guard(input.device());
-  const int device = input.get_device();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-  const float* w = weight.const_data_ptr<float>();
-  const float* b = bias.const_data_ptr<float>();
+  const int device = input.get_device_index();
+  const torch::stable::accelerator::DeviceGuard guard(device);
+  const auto stream = static_cast<cudaStream_t>(torch::stable::accelerator::getCurrentStream(device).nativeHandle());
+  const float* w = static_cast<const float*>(weight.const_data_ptr());
+  const float* b = static_cast<const float*>(bias.const_data_ptr());
 
   FIN_DISPATCH_IN_OUT(plan.source.scalar_type(), out.scalar_type(), [&] {
     const auto* in = static_cast<const in_t*>(plan.source.const_data_ptr());
-    auto* y = static_cast<out_t*>(out.data_ptr());
+    auto* y = static_cast<out_t*>(out.mutable_data_ptr());
     if (fits_32_bit(plan)) {
       launch_affine<in_t, out_t, uint32_t>(plan, in, y, w, b, device, stream);
     } else {
@@ -158,9 +169,9 @@ std::string gpu_build_fields() {
 }
 #endif
 
-TORCH_LIBRARY_IMPL(fused_input_norm, CUDA, m) {
-  m.impl("affine", &affine_op<run_affine_cuda>);
-  m.impl("affine_out", &affine_out_op<run_affine_cuda>);
+STABLE_TORCH_LIBRARY_IMPL(fused_input_norm, CUDA, m) {
+  m.impl("affine", TORCH_BOX(&affine_op<run_affine_cuda>));
+  m.impl("affine_out", TORCH_BOX(&affine_out_op<run_affine_cuda>));
 }
 
 }  // namespace fused_input_norm

@@ -1,9 +1,14 @@
 """Typed Python entry points for torch.ops.fused_input_norm.* and their fake (meta) kernels.
 
-The C++ kernels check every argument in eager mode. The fake kernels below run instead whenever any
-argument is a fake or meta tensor (torch.compile, torch.export, FakeTensorMode, a meta tensor mixed with
-real ones), so they repeat the checks that can be decided from metadata, with the same exception types.
+The C++ kernels check every argument in eager mode. They are built on the LibTorch stable ABI, which can
+raise only RuntimeError, so a failed check's message starts with the Python exception it stands for
+("[ValueError] fused_input_norm.affine: ..."): the wrappers below raise that type with the rest of the
+message. The fake kernels run instead whenever any argument is a fake or meta tensor (torch.compile,
+torch.export, FakeTensorMode, a meta tensor mixed with real ones), so they repeat the checks that can be
+decided from metadata, raising the same exception types directly.
 """
+
+import re
 
 import torch
 from torch import Tensor
@@ -19,13 +24,19 @@ def affine(input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1, out_dtype:
     is contiguous, with input's shape.
     """
     _check_types("affine", input=input, weight=weight, bias=bias, dim=dim)
-    return torch.ops.fused_input_norm.affine.default(input, weight, bias, dim, out_dtype)
+    try:
+        return torch.ops.fused_input_norm.affine.default(input, weight, bias, dim, out_dtype)
+    except RuntimeError as error:
+        raise _typed(error) from None
 
 
 def affine_out(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1) -> None:
     """Writes `input * weight[c] + bias[c]` into `out` (contiguous, input's shape); `out` may be `input`."""
     _check_types("affine_out", out=out, input=input, weight=weight, bias=bias, dim=dim)
-    torch.ops.fused_input_norm.affine_out.default(out, input, weight, bias, dim)
+    try:
+        torch.ops.fused_input_norm.affine_out.default(out, input, weight, bias, dim)
+    except RuntimeError as error:
+        raise _typed(error) from None
 
 
 def _check_types(op: str, dim: object, **tensors: object) -> None:
@@ -35,6 +46,16 @@ def _check_types(op: str, dim: object, **tensors: object) -> None:
             raise TypeError(f"fused_input_norm.{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"fused_input_norm.{op}: dim must be an int, got {type(dim).__name__}")
+
+
+_TAGGED = re.compile(r"\[(ValueError|TypeError|IndexError)\] (.*)", re.DOTALL)
+_TAGGED_TYPES = {"ValueError": ValueError, "TypeError": TypeError, "IndexError": IndexError}
+
+
+def _typed(error: RuntimeError) -> Exception:
+    """The exception a C++ check's tag names, with the tag removed; `error` itself when it has no tag."""
+    tagged = _TAGGED.match(str(error))
+    return _TAGGED_TYPES[tagged[1]](tagged[2]) if tagged else error
 
 
 def _names(dtypes) -> str:

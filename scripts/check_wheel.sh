@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Builds the wheel, checks its metadata, installs it (--no-deps) into an empty directory and imports and
 # runs it from outside the source tree with no compiler on PATH.
-#   VENV=.venv bash scripts/check_wheel.sh
+#   VENV=.venv WHEEL_DIR=dist bash scripts/check_wheel.sh   (WHEEL_DIR: keep the wheel there for later steps)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY=$PWD/${VENV:-.venv}/bin/python
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
-"$PY" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$out/wheelhouse" . 2>&1 \
+wheelhouse=${WHEEL_DIR:-$out/wheelhouse}
+rm -f "$wheelhouse"/fused_input_norm-*.whl
+"$PY" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$wheelhouse" . 2>&1 \
   | { grep -v "^WARNING: Location" || true; }
-wheel=$(ls "$out"/wheelhouse/fused_input_norm-*.whl)
+wheel=$(realpath "$wheelhouse"/fused_input_norm-*.whl)
 echo "built $(basename "$wheel") in $(( $(date +%s) - start )) s ($(du -h "$wheel" | cut -f1))"
 # The tag must be the Py_LIMITED_API version torch compiles the extension with (cpp_extension's
 # min_supported_cpython), and the wheel must ship what setup.py/pyproject.toml promise.

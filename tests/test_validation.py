@@ -1,6 +1,8 @@
 """Bad input: a Python exception of the right kind naming the argument, raised before any kernel runs,
 and nothing written into `out` (checked with a sentinel fill)."""
 
+import re
+
 import pytest
 import torch
 from conftest import DEVICES
@@ -159,6 +161,50 @@ def test_affine_out_rejects_and_leaves_out_untouched(device, make_args, error, m
     with pytest.raises(error, match=match.replace("affine", "affine_out")):
         affine_out(out, args["input"], args["weight"], args["bias"], args["dim"])
     assert bool((out == SENTINEL).all()), "a rejected call wrote into out"
+
+
+def reaches_the_kernel(args):
+    """True when a direct torch.ops call with these arguments runs the C++ checks: tensors and an int dim,
+    none on the meta device (a meta tensor sends the call to the fake kernel)."""
+    tensors = [args["input"], args["weight"], args["bias"]]
+    return all(isinstance(t, torch.Tensor) and t.device.type != "meta" for t in tensors) and type(args["dim"]) is int
+
+
+DIRECT_CASES = [case for case in BAD_ARGS if reaches_the_kernel(case[1]("cpu"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("make_args,error,match", [pytest.param(*case[1:], id=case[0]) for case in DIRECT_CASES])
+def test_direct_op_call_raises_runtime_error_led_by_the_api_type(device, make_args, error, match):
+    """The stable ABI raises only RuntimeError: a direct call gets the same message, led by "[ValueError] "
+    (the type the Python API raises), and no C++ backtrace."""
+    args = make_args(device)
+    out = torch.full(args["input"].shape, SENTINEL, device=device)
+    calls = {
+        "affine": lambda: torch.ops.fused_input_norm.affine(
+            args["input"], args["weight"], args["bias"], args["dim"], torch.float32
+        ),
+        "affine_out": lambda: torch.ops.fused_input_norm.affine_out(
+            out, args["input"], args["weight"], args["bias"], args["dim"]
+        ),
+    }
+    for op, call in calls.items():
+        with pytest.raises(RuntimeError) as info:
+            call()
+        message = str(info.value)
+        assert type(info.value) is RuntimeError, type(info.value)
+        assert re.match(rf"\[{error.__name__}\] fused_input_norm\.{op}: ", message), message
+        assert re.search(match.replace("affine", op), message), message
+        assert "\n" not in message and "Exception raised from" not in message, message
+    assert bool((out == SENTINEL).all()), "a rejected call wrote into out"
+
+
+def test_api_error_carries_no_tag_and_no_chained_runtime_error():
+    args = good("cpu") | {"weight": torch.rand(4)}
+    with pytest.raises(ValueError) as info:
+        call_affine(args)
+    assert str(info.value).startswith("fused_input_norm.affine: weight must have one value per channel")
+    assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <optional>
+#include <string>
 
 namespace {
 
@@ -68,13 +70,16 @@ int main() {
   affine_out.call(out, nhwc, weight, bias, -1);
   expect(close_to(out, scalar_reference(nhwc, weight, bias, 3), 1.0 / 1024), "float32 NHWC -> float16 out=");
 
-  bool rejected = false;
+  // The stable ABI raises std::runtime_error; the message names the argument and starts with the Python
+  // exception type fused_input_norm's Python API raises for it.
+  std::string message;
   try {
     affine.call(patches, at::rand({4}), bias, 1, std::nullopt);
-  } catch (const c10::ValueError&) {
-    rejected = true;
+  } catch (const std::exception& e) {
+    message = e.what();
   }
-  expect(rejected, "a weight of the wrong length raises c10::ValueError");
+  expect(message.rfind("[ValueError] fused_input_norm.affine: weight must have one value per channel", 0) == 0,
+         "a weight of the wrong length raises a [ValueError] naming weight");
 
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
