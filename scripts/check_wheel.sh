@@ -18,10 +18,13 @@ echo "built $(basename "$wheel") in $(( $(date +%s) - start )) s ($(du -h "$whee
 # min_supported_cpython), and the wheel must ship what setup.py/pyproject.toml promise.
 limited=$("$PY" -c "from torch.utils.cpp_extension import min_supported_cpython as v; print(f'cp3{int(v, 16) >> 16 & 0xff}')")
 case "$(basename "$wheel")" in *-"$limited"-abi3-*) ;; *) echo "wheel tag is not $limited-abi3"; exit 1 ;; esac
+# The listing is read once: `unzip -l | grep -q` under pipefail fails whenever grep exits before unzip
+# has written everything (SIGPIPE).
+listing=$(unzip -l "$wheel")
 for f in fused_input_norm/_C.abi3.so fused_input_norm/py.typed fused_input_norm/vllm_plugin.py dist-info/licenses/LICENSE; do
-  unzip -l "$wheel" | grep -q "$f" || { echo "the wheel lacks $f"; exit 1; }
+  grep -q "$f" <<< "$listing" || { echo "the wheel lacks $f"; exit 1; }
 done
-unzip -p "$wheel" '*/entry_points.txt' | grep -qx "fused_input_norm = fused_input_norm.vllm_plugin:register" \
+grep -qx "fused_input_norm = fused_input_norm.vllm_plugin:register" <<< "$(unzip -p "$wheel" '*/entry_points.txt')" \
   || { echo "the wheel does not declare the vllm.general_plugins entry point"; exit 1; }
 requires=$(unzip -p "$wheel" '*/METADATA' | grep '^Requires-Dist: torch' || true)
 [ -n "$requires" ] || { echo "the wheel does not declare torch"; exit 1; }

@@ -12,8 +12,8 @@ libasan=$(g++ -print-file-name=libasan.so)
 libstdcxx=$(g++ -print-file-name=libstdc++.so)
 [ -e "$libasan" ] || { echo "no libasan.so for $(g++ --version | head -1): install libasan (gcc's)"; exit 1; }
 so=$(ls fused_input_norm/_C*.so)
-ldd "$so" | grep -q libasan || { echo "$so is not linked against libasan: the build is not sanitized"; exit 1; }
-ldd "$so" | grep -q libubsan || { echo "$so is not linked against libubsan: the build is not sanitized"; exit 1; }
+grep -q libasan <<< "$(ldd "$so")" || { echo "$so is not linked against libasan: the build is not sanitized"; exit 1; }
+grep -q libubsan <<< "$(ldd "$so")" || { echo "$so is not linked against libubsan: the build is not sanitized"; exit 1; }
 
 # The toolchain must catch what we ask it to: a planted heap overflow and a planted signed overflow.
 tmp=$(mktemp -d)
