@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import fused_input_norm  # noqa: F401  (loads the ops)
 
@@ -72,3 +73,18 @@ def assert_affine_close(y, x, weight, bias, dim, ref=None):
         f"got {y64[bad][0].item()!r}, expected {expected[bad][0].item()!r}"
     )
     torch.testing.assert_close(y64[~finite], expected[~finite], rtol=0, atol=0, equal_nan=True)
+
+
+class RecordOps(TorchDispatchMode):
+    """Records every op dispatched while active, with its arguments (to check what ran, and on what)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls.append((func, args))
+        return func(*args, **(kwargs or {}))
+
+    def ops(self):
+        return [func for func, _ in self.calls]

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import CLIP_MEAN, CLIP_STD, DEVICES, HAS_CUDA, NO_CUDA_REASON, assert_affine_close
+from conftest import CLIP_MEAN, CLIP_STD, DEVICES, HAS_CUDA, NO_CUDA_REASON, RecordOps, assert_affine_close
 
 from fused_input_norm import FusedInputNorm
 
@@ -245,17 +245,6 @@ def test_bad_layout():
 @pytest.mark.parametrize("layout", [None, "pcl", "bchw"])
 def test_strided_input_reaches_the_op_without_a_copy(layout):
     """No .contiguous() on the way: the op receives a view of the caller's strided storage."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Record(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.calls = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.calls.append((func, args))
-            return func(*args, **(kwargs or {}))
-
     wide = torch.randint(0, 256, (5, 2 * 3 * 16), dtype=torch.uint8)
     if layout == "bchw":
         x = wide.view(5, 2, 3, 4, 4)[:, 1]  # every other image of a batch: [5, 3, 4, 4], not contiguous
@@ -263,9 +252,9 @@ def test_strided_input_reaches_the_op_without_a_copy(layout):
         x = wide[:, 3 * 16 :]  # the second half of each row: [5, 48], not contiguous
     assert not x.is_contiguous()
     norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255, layout=layout)
-    with Record() as record:
+    with RecordOps() as record:
         y = norm(x, torch.float32)
-    ops = [func for func, _ in record.calls]
+    ops = record.ops()
     assert torch.ops.fused_input_norm.affine.default in ops
     assert not {torch.ops.aten.clone.default, torch.ops.aten.copy_.default, torch.ops.aten._to_copy.default} & set(ops)
     (received,) = [args[0] for func, args in record.calls if func == torch.ops.fused_input_norm.affine.default]

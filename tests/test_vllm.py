@@ -12,9 +12,8 @@ import sys
 
 import pytest
 import torch
-from conftest import CLIP_MEAN, CLIP_STD
+from conftest import CLIP_MEAN, CLIP_STD, RecordOps
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from fused_input_norm import FusedInputNorm, vllm_plugin
 
@@ -25,21 +24,6 @@ requires_vllm = pytest.mark.skipif(
 AFFINE = torch.ops.fused_input_norm.affine.default
 COPIES = {torch.ops.aten.clone.default, torch.ops.aten.copy_.default, torch.ops.aten._to_copy.default}
 SHAPES = {"pcl": (1000, 3 * 2 * 14 * 14), "bchw": (2, 3, 64, 48)}  # Qwen2-VL patches; gemma3-style images
-
-
-class RecordOps(TorchDispatchMode):
-    """Every op dispatched while active, with its arguments."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls.append((func, args))
-        return func(*args, **(kwargs or {}))
-
-    def ops(self):
-        return [func for func, _ in self.calls]
 
 
 @pytest.fixture(scope="module")
