@@ -575,9 +575,12 @@ FIN_HOST_DEVICE void affine_pixels_thread(const in_t* in, out_t* out, const floa
   }
 }
 
-// Any layout: each step of a thread does kStridedRun consecutive outputs. The first is located with the
-// offset calculator; the next ones step along the innermost dim without dividing, locating again only where
-// a run ends. The results go out in one vector store when `out` is aligned for it.
+// Any layout: each step of a thread does kStridedRun consecutive outputs. When the innermost dim is at
+// least a run long, a run crosses at most one end of it: the run's first output and, if it crosses, the
+// first output past the end are located with the offset calculator, and every output of the run is one of
+// the two plus a step along the innermost dim (two index computations per 8 outputs, weight/bias in
+// registers unless the channel is the innermost dim). The results go out in one vector store when `out` is
+// aligned for it. A shorter innermost dim locates every output.
 constexpr int kStridedRun = 8;
 
 template <typename in_t, typename out_t, typename index_t>
@@ -588,31 +591,40 @@ FIN_HOST_DEVICE void affine_strided_thread(const in_t* in, out_t* out, const flo
   const index_t runs = numel / E;
   const index_t n0 = calc.sizes[0].divisor;
   const index_t s0 = calc.strides[0];
-  const index_t channel_step = calc.channel_dim == 0 ? 1 : 0;
+  const bool channel_inner = calc.channel_dim == 0;
   const bool vector_store = is_aligned_for<out_t, E>(out);
   for (index_t g = first; g < runs; g += step) {
     const index_t i0 = g * E;
-    auto pos = calc.locate(i0);
-    float w = load_param(weight + pos.channel), b = load_param(bias + pos.channel);
+    if (n0 < static_cast<index_t>(E)) {
+#if defined(FIN_GPU_COMPILER)
+#pragma unroll 1  // one copy of the index math, not eight
+#endif
+      for (index_t i = i0; i < i0 + E; ++i) {
+        const auto p = calc.locate(i);
+        out[i] = from_float<out_t>(
+            affine(to_float(in[p.offset]), load_param(weight + p.channel), load_param(bias + p.channel)));
+      }
+      continue;
+    }
+    const auto a = calc.locate(i0);
+    const index_t left = n0 - a.inner;  // outputs of the run before the innermost dim ends, >= 1
+    const auto b = left < static_cast<index_t>(E) ? calc.locate(i0 + left) : a;
+    const float wa = load_param(weight + a.channel), ba = load_param(bias + a.channel);
+    const float wb = load_param(weight + b.channel), bb = load_param(bias + b.channel);
     float r[E];
 #if defined(FIN_GPU_COMPILER)
 #pragma unroll
 #endif
     for (int j = 0; j < E; ++j) {
-      if (j > 0) {
-        const bool new_run = ++pos.inner == n0;
-        if (new_run) {
-          pos = calc.locate(i0 + j);
-        } else {
-          pos.offset += s0;
-          pos.channel += channel_step;
-        }
-        if (new_run || channel_step != 0) {  // weight/bias stay in registers while the channel does
-          w = load_param(weight + pos.channel);
-          b = load_param(bias + pos.channel);
-        }
+      const bool past = static_cast<index_t>(j) >= left;
+      const index_t k = past ? static_cast<index_t>(j) - left : static_cast<index_t>(j);  // steps from a or b
+      const float x = to_float(in[(past ? b.offset : a.offset) + k * s0]);
+      if (channel_inner) {
+        const index_t c = (past ? b.channel : a.channel) + k;
+        r[j] = affine(x, load_param(weight + c), load_param(bias + c));
+      } else {
+        r[j] = affine(x, past ? wb : wa, past ? bb : ba);
       }
-      r[j] = affine(to_float(in[pos.offset]), w, b);
     }
     Vec<out_t, E> y;
     round_pairs<out_t, E>(r, y.elems);
@@ -626,9 +638,9 @@ FIN_HOST_DEVICE void affine_strided_thread(const in_t* in, out_t* out, const flo
     }
   }
   for (index_t i = runs * E + first; i < numel; i += step) {
-    const auto pos = calc.locate(i);
-    out[i] = from_float<out_t>(
-        affine(to_float(in[pos.offset]), load_param(weight + pos.channel), load_param(bias + pos.channel)));
+    const auto p = calc.locate(i);
+    out[i] =
+        from_float<out_t>(affine(to_float(in[p.offset]), load_param(weight + p.channel), load_param(bias + p.channel)));
   }
 }
 
