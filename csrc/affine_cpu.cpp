@@ -166,11 +166,16 @@ FIN_CPU_CLONES void affine_channels_last(const in_t* in, out_t* out, const float
   }
 }
 
-// Copies `bytes` (1..63) between buffers that do not overlap, with two fixed-size moves that overlap each
-// other (a patch row of 14 bytes: two 8-byte moves) instead of a call to memcpy.
+// Copies `bytes` (>= 1) between buffers that do not overlap: up to 64 bytes with two fixed-size moves that
+// overlap each other (a patch row of 14 bytes: two 8-byte moves) instead of a call to memcpy. Short rows of
+// wider inputs (63 float32 elements: 252 bytes) take memcpy.
 inline __attribute__((always_inline)) void copy_short(void* dst, const void* src, int64_t bytes) {
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(src);
+  if (bytes > 64) {
+    std::memcpy(d, s, bytes);
+    return;
+  }
   const auto two_moves = [&](auto size) {
     constexpr int64_t k = decltype(size)::value;
     std::memcpy(d, s, k);

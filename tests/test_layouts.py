@@ -176,3 +176,15 @@ def test_input_offsets_past_two_to_the_31_with_few_elements(device):
     y = affine(x, weight, bias, 1, torch.float32)
     expected = x.cpu().double() * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64).view(1, 3, 1)
     torch.testing.assert_close(y.cpu().double(), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("in_dtype", INPUT_DTYPES, ids=str)
+def test_short_strided_rows_of_every_width(device, in_dtype):
+    """Rows of 1..63 contiguous elements with a gap between rows (a sliced image), the channel outside the
+    rows: every row width, so also rows of more than 64 bytes for the 2- and 4-byte input dtypes."""
+    gen = torch.Generator().manual_seed(6)
+    for width in range(1, 64):
+        base = random_input((3, 5, width + 3), in_dtype, device, gen)
+        check(base[:, :, :width], 0, torch.float32, gen, device)
+        check(base[:, 1:, 1 : width + 1].permute(1, 0, 2), 1, torch.bfloat16, gen, device)
