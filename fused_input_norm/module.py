@@ -70,7 +70,8 @@ class FusedInputNorm(nn.Module):
     The constants and the identity decision are computed on the CPU. The weight/bias buffers are then
     placed on the default device (the active `torch.device` context, if any) with a non-blocking copy.
     They are derived from the processor config, not learned: they are not in `state_dict()`, so weight
-    loaders (and vLLM's dummy weights) never touch them, and `.to()` still moves them.
+    loaders (and vLLM's dummy weights) never touch them, and `.to()` still moves them (always as float32,
+    rebuilt from the config: a model-wide `.half()` does not round them, `to_empty()` refills them).
     """
 
     weight: torch.Tensor | None
@@ -111,9 +112,20 @@ class FusedInputNorm(nn.Module):
         self.is_identity = all(abs(w - 1.0) <= _IDENTITY_ATOL + _IDENTITY_RTOL for w in weight) and all(
             abs(b) <= _IDENTITY_ATOL for b in bias
         )
-        identity = self.is_identity
-        self.register_buffer("weight", None if identity else _to_default_device(weight), persistent=False)
-        self.register_buffer("bias", None if identity else _to_default_device(bias), persistent=False)
+        self._constants = None if self.is_identity else (weight, bias)
+        device = torch.get_default_device()
+        self.register_buffer("weight", None if self.is_identity else _to_device(weight, device), persistent=False)
+        self.register_buffer("bias", None if self.is_identity else _to_device(bias, device), persistent=False)
+
+    def _apply(self, fn, recurse=True):
+        # Every move and cast (.to, .cuda, .half, to_empty) goes through here. The op reads float32 constants,
+        # and no state_dict load refills them: they are rebuilt from the config on the device `fn` chose, so a
+        # model-wide .to(torch.bfloat16) does not round them and to_empty() does not leave them uninitialized.
+        super()._apply(fn, recurse)
+        if self._constants is not None:
+            device = self.weight.device
+            self.weight, self.bias = (_to_device(values, device) for values in self._constants)
+        return self
 
     @property
     def input_dtype(self) -> torch.dtype | None:
@@ -302,10 +314,9 @@ def _image_processor_config(config: Mapping | str | os.PathLike) -> Mapping:
     return nested if isinstance(nested, Mapping) else config
 
 
-def _to_default_device(values: list[float]) -> torch.Tensor:
-    """Builds on the CPU, then moves to the default device without blocking the host."""
+def _to_device(values: list[float], device: torch.device) -> torch.Tensor:
+    """Builds on the CPU, then moves to `device` without blocking the host."""
     cpu = torch.tensor(values, dtype=torch.float32, device="cpu")
-    device = torch.get_default_device()
     if device.type == "cpu":
         return cpu
     if device.type == "cuda" and torch.cuda.is_available():

@@ -69,6 +69,38 @@ def test_buffers_are_not_state():
     assert identity.state_dict() == {} and list(identity.named_buffers()) == []
 
 
+def clip_constants():
+    """CLIP's weight/bias in float32, folded independently of the module."""
+    weight = torch.tensor([(1 / 255) / s for s in CLIP_STD], dtype=torch.float64).float()
+    bias = torch.tensor([-m / s for m, s in zip(CLIP_MEAN, CLIP_STD, strict=True)], dtype=torch.float64).float()
+    return weight, bias
+
+
+@pytest.mark.parametrize("cast", [torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_casting_the_model_keeps_the_constants_in_float32(cast):
+    """model.half() / model.to(torch.bfloat16) cast every floating buffer; the op reads float32 constants,
+    so the module must keep (not round) them, and still normalize."""
+    weight, bias = clip_constants()
+    norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255).to(cast)
+    assert norm.weight.dtype == torch.float32 and norm.bias.dtype == torch.float32
+    torch.testing.assert_close(norm.weight, weight, rtol=0, atol=0)
+    torch.testing.assert_close(norm.bias, bias, rtol=0, atol=0)
+    x = torch.randint(0, 256, (4, 3 * 14 * 14), dtype=torch.uint8)
+    y = norm(x, torch.bfloat16)
+    assert_affine_close(y.view(4, 3, -1), x.view(4, 3, -1), weight, bias, 1)
+
+
+def test_to_empty_after_meta_construction_restores_the_constants():
+    """Deferred init (build on meta, materialize with to_empty): the buffers are not in the state_dict, so no
+    load would ever fill them; they must come back from the config, not as uninitialized memory."""
+    weight, bias = clip_constants()
+    with torch.device("meta"):
+        norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
+    norm.to_empty(device="cpu")
+    torch.testing.assert_close(norm.weight, weight, rtol=0, atol=0)
+    torch.testing.assert_close(norm.bias, bias, rtol=0, atol=0)
+
+
 def test_input_dtype():
     assert FusedInputNorm(*NON_IDENTITY).input_dtype == torch.uint8
     assert FusedInputNorm.identity().input_dtype is None
