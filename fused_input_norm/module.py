@@ -208,9 +208,10 @@ class FusedInputNorm(nn.Module):
         images' device, rows in the processor's order; grid_thw an int64 CPU tensor [n_images, 3] taken
         from the shapes (no device sync). Qwen2-VL and Qwen2.5-VL: the defaults; Qwen3-VL: patch_size=16.
         """
-        if not isinstance(visual_dtype, torch.dtype) or not visual_dtype.is_floating_point:
+        if visual_dtype not in ops.OUTPUT_DTYPES:
             raise TypeError(
-                f"FusedInputNorm.patchify: visual_dtype must be a floating torch.dtype, got {visual_dtype!r}"
+                f"FusedInputNorm.patchify: visual_dtype must be one of {', '.join(map(str, ops.OUTPUT_DTYPES))}, "
+                f"got {visual_dtype!r}"
             )
         views, grid_thw = patch_views(images, self.channel, patch_size, temporal_patch_size, merge_size, channel_dim)
         # Each view's first five axes enumerate its rows, the last four a row: one output for the whole

@@ -168,10 +168,15 @@ def test_bad_input_raises_before_any_write(images, kwargs, error, match):
         norm.patchify(images, torch.bfloat16, **kwargs)
 
 
-def test_bad_visual_dtype():
-    norm = FusedInputNorm([0.5] * 3, [0.25] * 3, 1 / 255)
-    with pytest.raises(TypeError, match=r"visual_dtype must be a floating torch.dtype, got torch.int32"):
-        norm.patchify(torch.zeros(3, 28, 28, dtype=torch.uint8), torch.int32)
+@pytest.mark.parametrize("visual_dtype", [torch.int32, torch.float64], ids=str)
+@pytest.mark.parametrize("identity", [False, True])
+def test_bad_visual_dtype(visual_dtype, identity):
+    """Named as the module's argument (not the op's `out`), and refused alike by both kinds of module, as forward does."""
+    norm = FusedInputNorm.identity() if identity else FusedInputNorm([0.5] * 3, [0.25] * 3, 1 / 255)
+    with pytest.raises(
+        TypeError, match=rf"FusedInputNorm.patchify: visual_dtype must be one of .*, got {visual_dtype}"
+    ):
+        norm.patchify(torch.zeros(3, 28, 28, dtype=torch.uint8), visual_dtype)
 
 
 def test_meta_images_give_shapes_and_grid_without_data():
