@@ -157,12 +157,16 @@ bool may_overlap(const Tensor& a, const Tensor& b) {
 }
 
 // True when out and input touch some common bytes without being the very same elements: an exact alias
-// (same address, element size and strides; the shapes are already equal) is an in-place call.
+// (same address, element size, and strides on every dim of size > 1, whose strides are the only ones that
+// address anything; the shapes are already equal) is an in-place call.
 bool shares_memory_partially(const Tensor& out, const Tensor& input) {
   if (!may_overlap(out, input)) return false;
-  const bool same_elements = out.const_data_ptr() == input.const_data_ptr() &&
-                             out.element_size() == input.element_size() && out.strides().equals(input.strides());
-  return !same_elements;
+  if (out.const_data_ptr() != input.const_data_ptr() || out.element_size() != input.element_size()) return true;
+  const auto sizes = out.sizes(), out_strides = out.strides(), input_strides = input.strides();
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] > 1 && out_strides[d] != input_strides[d]) return true;
+  }
+  return false;
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) { return dim < 0 ? dim + ndim : dim; }

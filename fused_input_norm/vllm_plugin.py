@@ -71,7 +71,10 @@ def replacement_for(upstream: type) -> type:
             ):
                 return upstream_forward(self, pixel_values, visual_dtype)
             x, dim = channel_view(pixel_values, self.channel, self.layout)
-            return ops.affine(x, self.weight, self.bias, dim, visual_dtype).view(pixel_values.shape)
+            weight, bias = self.weight, self.bias
+            if weight.dtype != torch.float32:  # a model-wide cast (.to(bf16)): upstream's kernels widen them too
+                weight, bias = weight.float(), bias.float()
+            return ops.affine(x, weight, bias, dim, visual_dtype).view(pixel_values.shape)
 
         forward.__name__ = forward.__qualname__ = upstream_forward.__name__
         forward.__doc__ = f"torch.ops.fused_input_norm.affine, or upstream's {upstream_forward.__name__} for inputs it has no kernel for."

@@ -290,6 +290,15 @@ def test_exact_alias_is_in_place_not_an_error(device):
     assert torch.equal(x, torch.arange(30, dtype=torch.float32, device=device).view(2, 3, 5) * 2 + 1)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_exact_alias_with_other_strides_on_size_one_dims_is_in_place(device):
+    """Strides of size-1 dims address nothing: the same elements viewed with other such strides alias exactly."""
+    x = torch.arange(15, dtype=torch.float32, device=device).view(1, 3, 5)
+    same = x.as_strided((1, 3, 5), (1, 5, 1))  # x's strides are (15, 5, 1)
+    affine_out(x, same, torch.full((3,), 2.0, device=device), torch.full((3,), 1.0, device=device), 1)
+    assert torch.equal(x, torch.arange(15, dtype=torch.float32, device=device).view(1, 3, 5) * 2 + 1)
+
+
 def test_at_least_30_distinct_bad_inputs():
     """The battery's size, counted from the tables above and the module's (tests/test_module.py)."""
     import test_module

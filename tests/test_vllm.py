@@ -198,6 +198,22 @@ def test_inputs_without_a_kernel_fall_back_to_upstream(upstream, method):
 
 
 @requires_vllm
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_buffers_cast_with_the_model_still_normalize(upstream, dtype):
+    """A model-wide `.to(dtype)` casts upstream's fp32 weight/bias buffers too; upstream's Triton kernel
+    widens them to fp32 and runs, so must this. Reference: the float64 formula on the cast buffers."""
+    norm = upstream(CLIP_MEAN, CLIP_STD, 1 / 255, 3).to(dtype)
+    assert norm.weight.dtype == dtype
+    x = pixels("pcl", torch.uint8, torch.Generator().manual_seed(7))
+    with RecordOps() as record:
+        got = norm(x, torch.bfloat16)
+    assert record.ops().count(AFFINE) == 1, "did not run torch.ops.fused_input_norm.affine"
+    channels = x.unflatten(1, (3, -1)).double()
+    expected = channels * norm.weight.double().view(1, 3, 1) + norm.bias.double().view(1, 3, 1)
+    assert_within_one_bf16_ulp(got, expected.reshape(x.shape).to(torch.bfloat16), operand_magnitude(norm, x))
+
+
+@requires_vllm
 def test_identity_config_keeps_upstream_buffers(upstream):
     """Upstream's tests expect FusedMMInputNorm built from an identity config to hold ones and zeros."""
     norm = upstream([0.0] * 3, [1.0] * 3, 1.0)
