@@ -88,13 +88,16 @@ def _check_args(op: str, input: Tensor, weight: Tensor, bias: Tensor, dim: int) 
             raise TypeError(f"fused_input_norm.{op}: {name} must be a float32 tensor, got {t.dtype}")
         if t.dim() != 1:
             raise ValueError(
-                f"fused_input_norm.{op}: {name} must be 1-D (one value per channel), got shape {list(t.shape)}"
+                f"fused_input_norm.{op}: {name} must be 1-D (one value per channel), got {t.dim()}-D shape "
+                f"{list(t.shape)}"
             )
         if t.shape[0] != channels:
             raise ValueError(
                 f"fused_input_norm.{op}: {name} must have one value per channel: length input.size({dim}) = {channels}, "
                 f"got {t.shape[0]}"
             )
+        if not t.is_contiguous():
+            raise ValueError(f"fused_input_norm.{op}: {name} must be contiguous, got stride {list(t.stride())}")
 
 
 @torch.library.register_fake("fused_input_norm::affine")
@@ -123,7 +126,7 @@ def _affine_out_fake(out, input, weight, bias, dim=1):
             f"fused_input_norm.affine_out: out must have input's shape {list(input.shape)}, got {list(out.shape)}"
         )
     if not out.is_contiguous():
-        raise ValueError(f"fused_input_norm.affine_out: out must be contiguous, got stride {out.stride()}")
+        raise ValueError(f"fused_input_norm.affine_out: out must be contiguous, got stride {list(out.stride())}")
 
 
 # Autograd. Engines run under torch.inference_mode, which skips these kernels; anyone differentiating

@@ -6,6 +6,7 @@ import re
 import pytest
 import torch
 from conftest import DEVICES
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from fused_input_norm import affine, affine_out
 
@@ -199,6 +200,20 @@ def test_direct_op_call_raises_runtime_error_led_by_the_api_type(device, make_ar
     assert bool((out == SENTINEL).all()), "a rejected call wrote into out"
 
 
+@pytest.mark.parametrize("make_args,error,match", [pytest.param(*case[1:], id=case[0]) for case in DIRECT_CASES])
+def test_fake_kernel_rejects_like_the_kernel(make_args, error, match):
+    """torch.compile/export and meta tensors run the fake kernels: each check they can decide from metadata
+    must reject as the C++ checks do (same type, same message), not pass a call the real op then refuses."""
+    args = make_args("cpu")
+    with FakeTensorMode() as mode:
+        fake = {k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in args.items()}
+        out = torch.empty(fake["input"].shape)
+        with pytest.raises(error, match=match):
+            call_affine(fake)
+        with pytest.raises(error, match=match.replace("affine", "affine_out")):
+            affine_out(out, fake["input"], fake["weight"], fake["bias"], fake["dim"])
+
+
 def test_api_error_carries_no_tag_and_no_chained_runtime_error():
     args = good("cpu") | {"weight": torch.rand(4)}
     with pytest.raises(ValueError) as info:
@@ -281,6 +296,15 @@ def test_bad_out(device, case):
     if before is not None:
         assert torch.equal(out, before), f"{name}: a rejected call wrote into out"
     assert torch.equal(x, input_before)
+
+
+@pytest.mark.parametrize("name,out,x,error,match", [case for case in bad_out_cases("cpu") if "overlap" not in case[4]])
+def test_fake_kernel_rejects_bad_out_like_the_kernel(name, out, x, error, match):
+    """Overlap needs addresses, which fake tensors lack; every other check on out is metadata."""
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        fake_out = out if out.device.type == "meta" else mode.from_tensor(out)
+        with pytest.raises(error, match=match):
+            affine_out(fake_out, mode.from_tensor(x), torch.rand(3), torch.rand(3), 1)
 
 
 @pytest.mark.parametrize("device", DEVICES)
