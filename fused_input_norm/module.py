@@ -214,11 +214,17 @@ class FusedInputNorm(nn.Module):
                 f"got {visual_dtype!r}"
             )
         views, grid_thw = patch_views(images, self.channel, patch_size, temporal_patch_size, merge_size, channel_dim)
+        device = views[0].device
+        if not self.is_identity and device != self.weight.device:
+            raise RuntimeError(
+                f"FusedInputNorm.patchify: images are on {device} but the module's buffers are on "
+                f"{self.weight.device}: move the module with .to({str(device)!r})"
+            )
         # Each view's first five axes enumerate its rows, the last four a row: one output for the whole
         # list, and each view's rows are a contiguous slice of it.
         rows = [math.prod(v.shape[:PATCH_CHANNEL_DIM]) for v in views]
         row_elems = math.prod(views[0].shape[PATCH_CHANNEL_DIM:])
-        pixel_values = torch.empty(sum(rows), row_elems, dtype=visual_dtype, device=views[0].device)
+        pixel_values = torch.empty(sum(rows), row_elems, dtype=visual_dtype, device=device)
         for view, view_rows in zip(views, pixel_values.split(rows), strict=True):
             if self.is_identity:
                 view_rows.view(view.shape).copy_(view)

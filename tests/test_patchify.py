@@ -168,6 +168,16 @@ def test_bad_input_raises_before_any_write(images, kwargs, error, match):
         norm.patchify(images, torch.bfloat16, **kwargs)
 
 
+def test_images_on_another_device_than_the_module_name_images():
+    """As forward names pixel_values, patchify names images and the module, not the op's weight argument."""
+    norm = FusedInputNorm([0.5] * 3, [0.25] * 3, 1 / 255)
+    images = torch.zeros(3, 28, 28, dtype=torch.uint8, device="meta")
+    with pytest.raises(
+        RuntimeError, match=r"FusedInputNorm.patchify: images are on meta but the module's buffers are on cpu"
+    ):
+        norm.patchify(images, torch.bfloat16)
+
+
 @pytest.mark.parametrize("visual_dtype", [torch.int32, torch.float64], ids=str)
 @pytest.mark.parametrize("identity", [False, True])
 def test_bad_visual_dtype(visual_dtype, identity):
