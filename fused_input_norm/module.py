@@ -267,6 +267,12 @@ def channel_view(
             f"images of rank >= 3, got shape {shape}"
         )
     if patches:
+        if channel_dim is not None:
+            raise ValueError(
+                f"FusedInputNorm: channel_dim is for images of rank >= 3; 2-D pixel_values are patches "
+                f"[num_patches, {channel} * patch_elems] with their channels inside each row (got shape {shape}, "
+                f"channel_dim={channel_dim})"
+            )
         row = shape[1]
         if row % channel != 0:
             raise ValueError(

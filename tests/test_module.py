@@ -199,6 +199,10 @@ def test_bad_construction(kwargs, match):
         ((2, 4, 8, 8), {}, ValueError, "has 4 channels on axis -3"),
         ((2, 8, 8, 4), {"channel_dim": -1}, ValueError, "has 4 channels on axis -1"),
         ((2, 3, 8, 8), {"channel_dim": 4}, IndexError, "channel_dim 4 is out of range"),
+        # 2-D input is patches, whose channels are not one of its axes: an explicit channel_dim was ignored
+        # (a [C, N] tensor with channel_dim=0 was normalized as patch rows, silently wrong).
+        ((3, 6), {"channel_dim": 0}, ValueError, r"channel_dim is for images of rank >= 3; 2-D pixel_values"),
+        ((5, 3), {"channel_dim": -1}, ValueError, r"channel_dim is for images of rank >= 3"),
     ],
 )
 def test_bad_forward_input(shape, kwargs, error, match):
