@@ -13,7 +13,7 @@ skimage_data = pytest.importorskip("skimage.data", reason="scikit-image (real ph
 
 PHOTOS = ["astronaut", "coffee", "chelsea", "rocket"]
 PROCESSORS = {
-    "Qwen2VLImageProcessor": -1,  # 2-D patches: channel_dim unused
+    "Qwen2VLImageProcessor": None,  # 2-D patches: their channels are inside each row, not an axis
     "CLIPImageProcessor": -3,
     "SiglipImageProcessor": -3,
 }
