@@ -27,6 +27,11 @@ def affine(input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1, out_dtype:
     is contiguous, with input's shape.
     """
     _check_types("affine", input=input, weight=weight, bias=bias, dim=dim)
+    if out_dtype is not None and not isinstance(out_dtype, torch.dtype):
+        # The schema's ScalarType? also takes an int (the enum value) and refuses anything else as a RuntimeError.
+        raise TypeError(
+            f"fused_input_norm.affine: out_dtype must be a torch.dtype or None, got {type(out_dtype).__name__}"
+        )
     try:
         return _AFFINE(input, weight, bias, dim, out_dtype)
     except RuntimeError as error:

@@ -231,6 +231,14 @@ def test_bad_out_dtype(device, out_dtype):
         call_affine(good(device), out_dtype)
 
 
+@pytest.mark.parametrize("out_dtype", ["bfloat16", 5, torch.zeros(1)], ids=["str", "int", "tensor"])
+def test_out_dtype_of_a_wrong_python_type_is_a_type_error(out_dtype):
+    """As for dim: a wrong Python type is a TypeError naming out_dtype, not the dispatcher's RuntimeError
+    (nor, for an int, a silent cast to whichever dtype that enum value happens to be)."""
+    with pytest.raises(TypeError, match=r"fused_input_norm\.affine: out_dtype must be a torch\.dtype or None, got "):
+        call_affine(good("cpu"), out_dtype)
+
+
 def bad_out_cases(device):
     """(name, out, input, error, message): `out` itself is wrong; weight/bias/dim are fine."""
     x = torch.randint(0, 256, (2, 3, 5), dtype=torch.uint8, device=device)
