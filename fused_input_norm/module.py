@@ -179,12 +179,16 @@ class FusedInputNorm(nn.Module):
         x, dim = channel_view(pixel_values, self.channel, self.layout, channel_dim)
         if self.is_identity:
             return pixel_values.to(visual_dtype)
-        if pixel_values.device != self.weight.device:
-            raise RuntimeError(
-                f"FusedInputNorm: pixel_values is on {pixel_values.device} but the module's buffers are on "
-                f"{self.weight.device}: move the module with .to({str(pixel_values.device)!r})"
-            )
+        self._check_device("FusedInputNorm", "pixel_values is", pixel_values.device)
         return ops.affine(x, self.weight, self.bias, dim, visual_dtype).view(pixel_values.shape)
+
+    def _check_device(self, where: str, subject: str, device: torch.device) -> None:
+        # Named after the caller's argument: the op would report it as weight on the wrong device.
+        if device != self.weight.device:
+            raise RuntimeError(
+                f"{where}: {subject} on {device} but the module's buffers are on {self.weight.device}: "
+                f"move the module with .to({str(device)!r})"
+            )
 
     def patchify(
         self,
@@ -208,18 +212,11 @@ class FusedInputNorm(nn.Module):
         images' device, rows in the processor's order; grid_thw an int64 CPU tensor [n_images, 3] taken
         from the shapes (no device sync). Qwen2-VL and Qwen2.5-VL: the defaults; Qwen3-VL: patch_size=16.
         """
-        if visual_dtype not in ops.OUTPUT_DTYPES:
-            raise TypeError(
-                f"FusedInputNorm.patchify: visual_dtype must be one of {', '.join(map(str, ops.OUTPUT_DTYPES))}, "
-                f"got {visual_dtype!r}"
-            )
+        _check_visual_dtype("FusedInputNorm.patchify", visual_dtype)
         views, grid_thw = patch_views(images, self.channel, patch_size, temporal_patch_size, merge_size, channel_dim)
         device = views[0].device
-        if not self.is_identity and device != self.weight.device:
-            raise RuntimeError(
-                f"FusedInputNorm.patchify: images are on {device} but the module's buffers are on "
-                f"{self.weight.device}: move the module with .to({str(device)!r})"
-            )
+        if not self.is_identity:
+            self._check_device("FusedInputNorm.patchify", "images are", device)
         # Each view's first five axes enumerate its rows, the last four a row: one output for the whole
         # list, and each view's rows are a contiguous slice of it.
         rows = [math.prod(v.shape[:PATCH_CHANNEL_DIM]) for v in views]
@@ -301,10 +298,13 @@ def _check_forward_types(pixel_values: object, visual_dtype: object) -> None:
             f"FusedInputNorm: pixel_values must have one of the dtypes {', '.join(map(str, ops.INPUT_DTYPES))}, "
             f"got {pixel_values.dtype}"
         )
+    _check_visual_dtype("FusedInputNorm", visual_dtype)
+
+
+def _check_visual_dtype(where: str, visual_dtype: object) -> None:
     if visual_dtype not in ops.OUTPUT_DTYPES:
         raise TypeError(
-            f"FusedInputNorm: visual_dtype must be one of {', '.join(map(str, ops.OUTPUT_DTYPES))}, "
-            f"got {visual_dtype!r}"
+            f"{where}: visual_dtype must be one of {', '.join(map(str, ops.OUTPUT_DTYPES))}, got {visual_dtype!r}"
         )
 
 
