@@ -2,42 +2,12 @@
 // layout the kernels see, and the two ops for any backend.
 #pragma once
 
-#include <torch/csrc/stable/ops.h>
-#include <torch/csrc/stable/tensor.h>
-#include <torch/headeronly/core/ScalarType.h>
-
 #include <optional>
-#include <sstream>
-#include <stdexcept>
-#include <string>
 
-#include "affine_kernel.h"
-
-// Without it the stable headers target the torch that builds the extension, and the library would not
-// load on an older one. setup.py and CMakeLists.txt set it.
-#if !defined(TORCH_TARGET_VERSION)
-#error "build with -DTORCH_TARGET_VERSION=<the oldest torch the extension supports> (see setup.py)"
-#endif
+#include "glue.h"
+#include "strided_layout.h"
 
 namespace fused_input_norm {
-
-using torch::headeronly::ScalarType;
-using torch::stable::Tensor;
-
-// The stable ABI can raise only RuntimeError. A failed check therefore starts its message with the Python
-// exception it stands for, "[ValueError] fused_input_norm.affine: ...", and the Python wrappers
-// (fused_input_norm/ops.py) raise that type with the rest of the message; a direct torch.ops call sees a
-// RuntimeError with the whole message. Device mismatches are plain RuntimeErrors.
-enum class ArgError { kValue, kType, kIndex, kRuntime };
-
-[[noreturn]] void throw_arg_error(ArgError kind, const std::string& message);
-
-template <typename... Args>
-[[noreturn]] void fail(ArgError kind, const Args&... args) {
-  std::ostringstream message;
-  (message << ... << args);
-  throw_arg_error(kind, message.str());
-}
 
 // How the kernels see a checked call. The output is contiguous with input's shape. `kind` picks the kernel:
 // kContiguous: the input is contiguous too, its elements form [outer, channels, inner] with channel =
@@ -70,13 +40,14 @@ AffinePlan plan_affine(const Tensor& input, int64_t dim);
 // A new contiguous tensor with input's shape and device; dtype is float16, bfloat16 or float32.
 Tensor new_output(const Tensor& input, ScalarType dtype);
 
+// The CPU affine of `numel` uint8 inputs laid out by `layout` (in output order) into out's elements
+// [out_offset, out_offset + numel), on the calling thread: the resize's CPU kernel feeds it resampled bands.
+void affine_cpu_uint8(const uint8_t* in, const Tensor& out, int64_t out_offset, const float* weight, const float* bias,
+                      const StridedLayout& layout, int64_t numel);
+
 // A backend's unchecked kernel launch: writes input * weight[c] + bias[c] into out.
 using AffineRun = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            int64_t dim);
-
-// A backend's preparation of a freshly allocated output before the kernel first touches it.
-using PrepareOutput = void (*)(const Tensor& out);
-inline void leave_output_as_is(const Tensor&) {}
 
 // The two ops for any backend, registered as TORCH_BOX(&affine_op<run_affine_cpu>) etc.: check everything
 // first, then (allocate and) write.

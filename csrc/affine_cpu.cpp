@@ -13,21 +13,13 @@
 #include <sys/mman.h>
 #endif
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define FIN_X86 1
-#endif
 
 #include "affine.h"
+#include "cpu_clones.h"
 #include "dispatch.h"
 
-// The inner loops are compiled three times on x86-64, for the baseline ISA, x86-64-v3 (AVX2, FMA, F16C)
-// and x86-64-v4 (AVX-512); the loader picks one. The kernel math is header-inline, so each clone gets
-// its own vector code.
 #if defined(FIN_X86)
-#define FIN_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), noinline))
-#else
-#define FIN_CPU_CLONES
+#include <immintrin.h>
 #endif
 
 namespace fused_input_norm {
@@ -376,6 +368,13 @@ void run_affine_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
 }
 
 }  // namespace
+
+void affine_cpu_uint8(const uint8_t* in, const Tensor& out, int64_t out_offset, const float* weight, const float* bias,
+                      const StridedLayout& layout, int64_t numel) {
+  FIN_DISPATCH_IN_OUT(ScalarType::Byte, out.scalar_type(), [&] {
+    affine_strided(in, static_cast<out_t*>(out.mutable_data_ptr()) + out_offset, weight, bias, layout, 0, numel);
+  });
+}
 
 STABLE_TORCH_LIBRARY_IMPL(fused_input_norm, CPU, m) {
   m.impl("affine", TORCH_BOX((&affine_op<run_affine_cpu, advise_huge_pages>)));

@@ -15,50 +15,12 @@
 #include <type_traits>
 
 #include "affine.h"
+#include "affine_kernel.h"
+#include "cuda_launch.h"
 #include "dispatch.h"
-
-// torch's STD_CUDA_CHECK formats its message in libtorch_cuda, which a CPU-only torch lacks.
-#define FIN_CUDA_CHECK(EXPR)                                                                                   \
-  do {                                                                                                         \
-    const cudaError_t fin_error = (EXPR);                                                                      \
-    if (fin_error != cudaSuccess) {                                                                            \
-      throw std::runtime_error(std::string("fused_input_norm: CUDA error: ") + cudaGetErrorString(fin_error) + \
-                               " (" #EXPR ")");                                                                \
-    }                                                                                                          \
-  } while (0)
 
 namespace fused_input_norm {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr int kMaxDevices = 64;
-
-// Blocks of `Kernel` that fit on the device at once (occupancy x SMs), cached per device and kernel. The
-// grid is never larger: the grid-stride loops cover the rest, so no grid-dimension limit can be hit and
-// no block waits for a second wave.
-template <auto Kernel>
-int resident_blocks(int device) {
-  static std::atomic<int> cache[kMaxDevices] = {};
-  if (device < 0 || device >= kMaxDevices) device = 0;
-  int blocks = cache[device].load(std::memory_order_relaxed);
-  if (blocks == 0) {
-    int sms = 0, per_sm = 0;
-    FIN_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    FIN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, kThreads, 0));
-    blocks = std::max(1, sms * per_sm);
-    cache[device].store(blocks, std::memory_order_relaxed);
-  }
-  return blocks;
-}
-
-// Launches Kernel on enough threads for `work_items` thread steps, at most one resident wave.
-template <auto Kernel, typename... Args>
-void launch(int64_t work_items, int device, cudaStream_t stream, Args... args) {
-  const int64_t needed = std::max<int64_t>(1, (work_items + kThreads - 1) / kThreads);
-  const int64_t grid = std::min<int64_t>(needed, resident_blocks<Kernel>(device));
-  Kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(args...);
-  FIN_CUDA_CHECK(cudaGetLastError());
-}
 
 // Calls body(std::integral_constant<int, V>) with the widest V <= MAX (a power of two) that both pointers
 // are aligned for.

@@ -4,7 +4,7 @@
 #include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/util/Exception.h>
 
-#include "affine_kernel.h"
+#include "numerics.h"
 
 namespace fused_input_norm {
 

@@ -10,9 +10,18 @@ import torch
 
 from . import _C  # noqa: F401  (registers torch.ops.fused_input_norm.*)
 from .module import FusedInputNorm
-from .ops import affine, affine_out
+from .ops import affine, affine_out, resample_plan, resize_affine_out
+from .resize import smart_resize
 
-__all__ = ["FusedInputNorm", "affine", "affine_out", "build_info"]
+__all__ = [
+    "FusedInputNorm",
+    "affine",
+    "affine_out",
+    "build_info",
+    "resample_plan",
+    "resize_affine_out",
+    "smart_resize",
+]
 __version__ = "0.1.0"
 
 

@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from . import ops
-from .patchify import PATCH_CHANNEL_DIM, patch_views
+from .patchify import PATCH_CHANNEL_DIM, patch_views, resized_patch_plan
+from .resize import PlanCache, check_resample, check_size, resize_into
 
 # A config this close to (weight 1, bias 0) only casts: torch.allclose's default tolerances
 # (|w - 1| <= atol + rtol * 1, |b| <= atol), as vLLM decides it. Decided on plain Python floats, never on a
@@ -116,6 +117,8 @@ class FusedInputNorm(nn.Module):
         device = torch.get_default_device()
         self.register_buffer("weight", None if self.is_identity else _to_device(weight, device), persistent=False)
         self.register_buffer("bias", None if self.is_identity else _to_device(bias, device), persistent=False)
+        self._plans = PlanCache()  # resize coefficients per size pair and device
+        self._unit_params: dict = {}  # an identity module's (1, 0) for the resize kernels, per device
 
     def _apply(self, fn, recurse=True):
         # Every move and cast (.to, .cuda, .half, to_empty) goes through here. The op reads float32 constants,
@@ -199,8 +202,17 @@ class FusedInputNorm(nn.Module):
         temporal_patch_size: int = 2,
         merge_size: int = 2,
         channel_dim: int = -3,
+        min_pixels: int | None = None,
+        max_pixels: int | None = None,
+        resample: str = "bicubic",
+        reference: str = "pil",
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Cuts resized images into Qwen-VL patch rows and normalizes them, in one pass per image.
+
+        With min_pixels or max_pixels given, each uint8 image [C, H, W] of any size is first resized to
+        smart_resize(H, W, patch_size * merge_size, min_pixels, max_pixels) (a bound not given takes
+        smart_resize's default), exactly as `reference` resizes (see FusedInputNorm.resize), in the same
+        pass; grid_thw follows. Without them, images must already have that size.
 
         `images`: an image [C, H, W] or a clip [T, C, H, W] ([H, W, C] / [T, H, W, C] with channel_dim=-1),
         or a list of them of different sizes, all on one device. H and W must be multiples of
@@ -213,6 +225,11 @@ class FusedInputNorm(nn.Module):
         from the shapes (no device sync). Qwen2-VL and Qwen2.5-VL: the defaults; Qwen3-VL: patch_size=16.
         """
         _check_visual_dtype("FusedInputNorm.patchify", visual_dtype)
+        if min_pixels is not None or max_pixels is not None:
+            return self._patchify_resized(
+                images, visual_dtype, (temporal_patch_size, patch_size, merge_size), channel_dim, min_pixels,
+                max_pixels, resample, reference,
+            )
         views, grid_thw = patch_views(images, self.channel, patch_size, temporal_patch_size, merge_size, channel_dim)
         device = views[0].device
         if not self.is_identity:
@@ -228,6 +245,88 @@ class FusedInputNorm(nn.Module):
             else:
                 ops.affine_out(view_rows.view(view.shape), view, self.weight, self.bias, PATCH_CHANNEL_DIM)
         return pixel_values, grid_thw
+
+    def _patchify_resized(self, images, visual_dtype, patches, channel_dim, min_pixels, max_pixels, resample, reference):
+        where = "FusedInputNorm.patchify"
+        check_resample(where, resample, reference)
+        frames, sizes, grid_thw = resized_patch_plan(images, self.channel, patches, channel_dim, min_pixels, max_pixels)
+        temporal, patch, _ = patches
+        rows = [(h // patch) * (w // patch) for h, w in sizes]
+        device = frames[0].device
+        weight, bias = self._resize_params(where, device)
+        pixel_values = torch.empty(sum(rows), self.channel * temporal * patch * patch, dtype=visual_dtype, device=device)
+        for image, size, image_rows in zip(frames, sizes, pixel_values.split(rows), strict=True):
+            resize_into(image_rows, image, weight, bias, size, (0, 0, *size), resample, reference, self._plans, patches)
+        return pixel_values, grid_thw
+
+    def resize(
+        self,
+        images: torch.Tensor,
+        visual_dtype: torch.dtype,
+        size: Sequence[int],
+        *,
+        resample: str = "bicubic",
+        reference: str = "pil",
+        crop: Sequence[int] | None = None,
+        channel_dim: int = -3,
+    ) -> torch.Tensor:
+        """Resizes uint8 images exactly as the reference does, crops, and normalizes, in one pass.
+
+        `images`: uint8 [C, H, W] or [B, C, H, W] ([H, W, C] / [B, H, W, C] with channel_dim=-1), any
+        strides. `size` = (height, width) of the resampled image; `crop` = (top, left, height, width) inside it
+        (default: all of it). `resample`: "bicubic" or "bilinear" (antialiased, as the references are).
+        `reference`: "pil" (PIL.Image.resize of the installed Pillow; "pil-13", "pil-12.2", "pil-12.1" pin a
+        release's pass order) or "torchvision" (torchvision's uint8 resize, antialias=True, on the CPU).
+
+        Returns [..., C, crop height, crop width], contiguous, in `visual_dtype`: before the affine, every
+        value is the reference's uint8 pixel, bit for bit. An identity module returns those values cast.
+        """
+        where = "FusedInputNorm.resize"
+        _check_visual_dtype(where, visual_dtype)
+        check_resample(where, resample, reference)
+        if not isinstance(images, torch.Tensor):
+            raise TypeError(f"{where}: images must be a torch.Tensor, got {type(images).__name__}")
+        if images.dtype != torch.uint8:
+            raise TypeError(f"{where}: images must be torch.uint8 (the references resample uint8), got {images.dtype}")
+        if channel_dim not in (-3, -1) or isinstance(channel_dim, bool):
+            raise ValueError(f"{where}: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}")
+        if images.dim() not in (3, 4) or images.shape[channel_dim] != self.channel:
+            layout = "[C, H, W] or [B, C, H, W]" if channel_dim == -3 else "[H, W, C] or [B, H, W, C]"
+            raise ValueError(
+                f"{where}: images must be {layout} with C = {self.channel} (channel_dim={channel_dim}), "
+                f"got shape {tuple(images.shape)}"
+            )
+        x = images if images.dim() == 4 else images.unsqueeze(0)
+        if channel_dim == -1:
+            x = x.movedim(-1, -3)
+        if min(x.shape[-2:]) < 1:
+            raise ValueError(f"{where}: images must have H, W >= 1, got shape {tuple(images.shape)}")
+        size = check_size(where, "size", size, 2)
+        if min(size) < 1:
+            raise ValueError(f"{where}: size must be (height, width) >= 1, got {size}")
+        crop = (0, 0, *size) if crop is None else check_size(where, "crop", crop, 4)
+        top, left, height, width = crop
+        if top < 0 or left < 0 or height < 1 or width < 1 or top + height > size[0] or left + width > size[1]:
+            raise ValueError(
+                f"{where}: crop (top, left, height, width) = {crop} must lie inside the resized image of size {size}"
+            )
+        weight, bias = self._resize_params(where, x.device)
+        out = torch.empty(x.shape[0], self.channel, height, width, dtype=visual_dtype, device=x.device)
+        resize_into(out, x, weight, bias, size, crop, resample, reference, self._plans)
+        return out if images.dim() == 4 else out[0]
+
+    def _resize_params(self, where: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """weight/bias for the resize kernels: the buffers, or (1, 0) for an identity module (exact casts)."""
+        if not self.is_identity:
+            self._check_device(where, "images are", device)
+            return self.weight, self.bias
+        key = (device.type, device.index)
+        if key not in self._unit_params:
+            self._unit_params[key] = (
+                torch.ones(self.channel, device=device),
+                torch.zeros(self.channel, device=device),
+            )
+        return self._unit_params[key]
 
     def extra_repr(self) -> str:
         layout = "" if self.layout is None else f", layout={self.layout!r}"

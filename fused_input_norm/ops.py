@@ -8,7 +8,9 @@ torch.export, FakeTensorMode, a meta tensor mixed with real ones), so they repea
 decided from metadata, raising the same exception types directly.
 """
 
+import math
 import re
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -18,6 +20,9 @@ OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # Looked up once: resolving torch.ops.<namespace>.<op>.default costs ~0.2 us on every call.
 _AFFINE = torch.ops.fused_input_norm.affine.default
 _AFFINE_OUT = torch.ops.fused_input_norm.affine_out.default
+_RESAMPLE_PLAN = torch.ops.fused_input_norm.resample_plan.default
+_RESIZE_AFFINE_OUT = torch.ops.fused_input_norm.resize_affine_out.default
+RESAMPLE_FILTERS = ("bilinear", "bicubic")
 
 
 def affine(input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1, out_dtype: torch.dtype | None = None) -> Tensor:
@@ -43,6 +48,41 @@ def affine_out(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor, dim: in
     _check_types("affine_out", out=out, input=input, weight=weight, bias=bias, dim=dim)
     try:
         _AFFINE_OUT(out, input, weight, bias, dim)
+    except RuntimeError as error:
+        raise _typed(error) from None
+
+
+def resample_plan(in_size: int, out_size: int, resample: str = "bicubic", reference: str = "pil") -> Tensor:
+    """The fixed-point coefficients of one axis resampled from in_size to out_size, as the reference computes
+    them (`reference` "pil" or "torchvision"): an int32 CPU tensor for resize_affine_out (move it to the
+    device once and reuse it; FusedInputNorm caches them)."""
+    try:
+        return _RESAMPLE_PLAN(in_size, out_size, resample, reference)
+    except RuntimeError as error:
+        raise _typed(error) from None
+
+
+def resize_affine_out(
+    out: Tensor,
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor,
+    row_plan: Tensor | None,
+    col_plan: Tensor | None,
+    size: Sequence[int],
+    crop: Sequence[int],
+    resample: str,
+    vertical_first: bool,
+    patches: Sequence[int] = (),
+) -> None:
+    """Resamples the uint8 images `input` [B, C, H, W] to `size` (the plans of the axes that change, from
+    resample_plan), crops (top, left, height, width), and writes `input * weight[c] + bias[c]` into `out`:
+    [B, C, height, width], or Qwen-VL patch rows when `patches` = (temporal_patch_size, patch_size,
+    merge_size). `vertical_first` is the reference's pass order (fused_input_norm.resize.pass_order)."""
+    try:
+        _RESIZE_AFFINE_OUT(
+            out, input, weight, bias, row_plan, col_plan, list(size), list(crop), resample, vertical_first, list(patches)
+        )
     except RuntimeError as error:
         raise _typed(error) from None
 
@@ -132,6 +172,91 @@ def _affine_out_fake(out, input, weight, bias, dim=1):
         )
     if not out.is_contiguous():
         raise ValueError(f"fused_input_norm.affine_out: out must be contiguous, got stride {list(out.stride())}")
+
+
+@torch.library.register_fake("fused_input_norm::resample_plan")
+def _resample_plan_fake(in_size, out_size, resample="bicubic", reference="pil"):
+    return torch.empty(_plan_numel(in_size, out_size, resample), dtype=torch.int32)
+
+
+def _plan_numel(in_size: int, out_size: int, resample: str) -> int:
+    # resample_kernel.h: a 4-value header, then (first, count) and `taps` coefficients per output index.
+    scale = in_size / out_size
+    support = (1.0 if resample == "bilinear" else 2.0) * max(scale, 1.0)
+    return 4 + out_size * (2 + math.ceil(support) * 2 + 1)
+
+
+_RESIZE_OP = "fused_input_norm.resize_affine_out"
+
+
+@torch.library.register_fake("fused_input_norm::resize_affine_out")
+def _resize_affine_out_fake(
+    out, input, weight, bias, row_plan, col_plan, size, crop, resample, vertical_first, patches
+) -> None:
+    # The checks metadata decides, in the C++ op's order and words (resample.cpp).
+    if input.dtype != torch.uint8:
+        raise TypeError(f"{_RESIZE_OP}: input must be a torch.uint8 image, got {input.dtype}")
+    if input.dim() != 4:
+        raise ValueError(f"{_RESIZE_OP}: input must be 4-D [B, C, H, W], got shape {list(input.shape)}")
+    batch, channels, in_h, in_w = input.shape
+    _check_args("resize_affine_out", input, weight, bias, 1)
+    if resample not in RESAMPLE_FILTERS:
+        raise ValueError(f"{_RESIZE_OP}: resample must be 'bilinear' or 'bicubic', got '{resample}'")
+    if len(size) != 2 or size[0] < 1 or size[1] < 1:
+        raise ValueError(f"{_RESIZE_OP}: size must be (height, width) >= 1, got {list(size)}")
+    for name, plan, n_in, n_out in (("row_plan", row_plan, in_h, size[0]), ("col_plan", col_plan, in_w, size[1])):
+        if n_in != n_out and plan is None:
+            raise ValueError(f"{_RESIZE_OP}: {name} is required: the axis is resampled from {n_in} to {n_out}")
+        if n_in == n_out and plan is not None:
+            raise ValueError(f"{_RESIZE_OP}: {name} must be None: the axis keeps its size {n_in}")
+        if plan is not None:
+            if plan.device != input.device:
+                raise RuntimeError(f"{_RESIZE_OP}: {name} must be on input's device {input.device}, got {plan.device}")
+            if plan.dtype != torch.int32:
+                raise TypeError(
+                    f"{_RESIZE_OP}: {name} must be an int32 tensor from fused_input_norm.resample_plan, got {plan.dtype}"
+                )
+            expected = _plan_numel(n_in, n_out, resample)
+            if plan.dim() != 1 or plan.numel() != expected or not plan.is_contiguous():
+                raise ValueError(
+                    f"{_RESIZE_OP}: {name} must be the contiguous 1-D plan of resample_plan({n_in}, {n_out}) "
+                    f"({expected} values), got shape {list(plan.shape)}"
+                )
+    if row_plan is None and col_plan is None:
+        raise ValueError(
+            f"{_RESIZE_OP}: size equals the input's: nothing to resample (use affine_out on a crop view)"
+        )
+    if len(crop) != 4:
+        raise ValueError(f"{_RESIZE_OP}: crop must be (top, left, height, width), got {list(crop)}")
+    top, left, h, w = crop
+    if top < 0 or left < 0 or h < 1 or w < 1 or top + h > size[0] or left + w > size[1]:
+        raise ValueError(
+            f"{_RESIZE_OP}: crop (top, left, height, width) = {list(crop)} must lie inside the resampled image of "
+            f"size {list(size)}"
+        )
+    if len(patches) == 0:
+        shape = [batch, channels, h, w]
+    else:
+        if len(patches) != 3 or min(patches) < 1:
+            raise ValueError(
+                f"{_RESIZE_OP}: patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1, got "
+                f"{list(patches)}"
+            )
+        t, p, m = patches
+        if h % (p * m) or w % (p * m):
+            raise ValueError(
+                f"{_RESIZE_OP}: the cropped image {h}x{w} must be a multiple of patch_size * merge_size = {p * m} on "
+                "both sides"
+            )
+        shape = [batch * (h // p) * (w // p), channels * t * p * p]
+    if out.device != input.device:
+        raise RuntimeError(f"{_RESIZE_OP}: out must be on input's device {input.device}, got {out.device}")
+    if out.dtype not in OUTPUT_DTYPES:
+        raise TypeError(f"{_RESIZE_OP}: out must have one of the dtypes {_names(OUTPUT_DTYPES)}, got {out.dtype}")
+    if list(out.shape) != shape:
+        raise ValueError(f"{_RESIZE_OP}: out must have shape {shape}, got {list(out.shape)}")
+    if not out.is_contiguous():
+        raise ValueError(f"{_RESIZE_OP}: out must be contiguous, got stride {list(out.stride())}")
 
 
 # Autograd. Engines run under torch.inference_mode, which skips these kernels; anyone differentiating

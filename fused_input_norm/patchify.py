@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from .ops import INPUT_DTYPES
+from .resize import smart_resize
 
 # The channel axis of a patch view ([grid_t, H/(P*m), W/(P*m), m, m, C, T, P, P]).
 PATCH_CHANNEL_DIM = 5
@@ -136,3 +137,77 @@ def _patch_view(frames: torch.Tensor, patch_size: int, temporal_patch_size: int,
         merge_size,
         patch_size,
     ).permute(_TO_PATCH_ORDER)
+
+
+def resized_patch_plan(
+    images: torch.Tensor | Sequence[torch.Tensor],
+    channel: int,
+    patches: tuple[int, int, int],
+    channel_dim: int,
+    min_pixels: int | None,
+    max_pixels: int | None,
+) -> tuple[list[torch.Tensor], list[tuple[int, int]], torch.Tensor]:
+    """Checks patchify's resizing arguments: the images as [1, C, H, W] uint8 views, the size smart_resize
+    gives each, and grid_thw (an int64 CPU tensor, from shapes only)."""
+    temporal, patch, merge = patches
+    for name, value in (("patch_size", patch), ("temporal_patch_size", temporal), ("merge_size", merge)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"FusedInputNorm.patchify: {name} must be an int >= 1, got {value!r}")
+    factor = patch * merge
+    bounds = {}
+    for name, value, default in (("min_pixels", min_pixels, 56 * 56), ("max_pixels", max_pixels, 28 * 28 * 1280)):
+        if value is None:
+            value = default
+        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"FusedInputNorm.patchify: {name} must be an int >= 1 or None, got {value!r}")
+        bounds[name] = value
+    if bounds["max_pixels"] < factor * factor:
+        raise ValueError(
+            f"FusedInputNorm.patchify: max_pixels = {bounds['max_pixels']} is below one merged patch "
+            f"((patch_size * merge_size)^2 = {factor * factor})"
+        )
+    if bounds["min_pixels"] > bounds["max_pixels"]:
+        raise ValueError(
+            f"FusedInputNorm.patchify: min_pixels = {bounds['min_pixels']} exceeds max_pixels = {bounds['max_pixels']}"
+        )
+    if channel_dim not in _LAYOUTS:
+        raise ValueError(
+            f"FusedInputNorm.patchify: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}"
+        )
+    if isinstance(images, torch.Tensor):
+        images = [images]
+    elif not isinstance(images, list | tuple) or len(images) == 0:
+        got = images if isinstance(images, list | tuple) else type(images).__name__
+        raise ValueError(
+            f"FusedInputNorm.patchify: images must be a tensor or a non-empty list of tensors, got {got!r}"
+        )
+    frames, sizes, grids = [], [], []
+    for i, image in enumerate(images):
+        name = f"images[{i}]" if len(images) > 1 else "images"
+        if isinstance(image, torch.Tensor) and image.dtype != torch.uint8:
+            raise TypeError(
+                f"FusedInputNorm.patchify: {name} must be torch.uint8 to be resized (min_pixels/max_pixels), got "
+                f"{image.dtype}"
+            )
+        if isinstance(image, torch.Tensor) and image.dim() != 3:
+            raise ValueError(
+                f"FusedInputNorm.patchify: {name} must be one image {_LAYOUTS[channel_dim][0]} to be resized "
+                f"(min_pixels/max_pixels), got shape {tuple(image.shape)}"
+            )
+        view = _frames(image, name, channel, channel_dim)
+        if view.device != frames[0].device if frames else False:
+            raise ValueError(
+                f"FusedInputNorm.patchify: every image must be on one device, got {frames[0].device} (images[0]) "
+                f"and {view.device} ({name})"
+            )
+        height, width = view.shape[-2:]
+        if height < 1 or width < 1:
+            raise ValueError(f"FusedInputNorm.patchify: {name} is empty, shape {tuple(image.shape)}")
+        try:
+            size = smart_resize(height, width, factor, bounds["min_pixels"], bounds["max_pixels"])
+        except ValueError as error:
+            raise ValueError(f"FusedInputNorm.patchify: {name} ({height}x{width}): {error}") from None
+        frames.append(view)
+        sizes.append(size)
+        grids.append([1, size[0] // patch, size[1] // patch])
+    return frames, sizes, torch.tensor(grids, dtype=torch.int64, device="cpu")

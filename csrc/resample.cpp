@@ -1,0 +1,262 @@
+// The resize op's glue (declared in resample.h): its checks, the plan the kernels follow, and the
+// coefficient planner op.
+#include "resample.h"
+
+#include <torch/csrc/stable/library.h>
+
+#include <cstring>
+
+namespace fused_input_norm {
+namespace {
+
+constexpr const char* kOp = "fused_input_norm.resize_affine_out";
+
+ResampleFilter parse_filter(const std::string& filter) {
+  if (filter == "bilinear") return ResampleFilter::kBilinear;
+  if (filter == "bicubic") return ResampleFilter::kBicubic;
+  fail(ArgError::kValue, kOp, ": resample must be 'bilinear' or 'bicubic', got '", filter, "'");
+}
+
+// A plan tensor for one axis: int32, 1-D, contiguous, on input's device, sized for (in_size, out_size,
+// filter); on the CPU its header is read back too. A plan for other sizes would read out of bounds.
+void check_plan(const char* name, const Tensor& plan, const torch::stable::Device& device, int64_t in_size,
+                int64_t out_size, ResampleFilter filter) {
+  if (const torch::stable::Device d = plan.device(); d != device) {
+    fail(ArgError::kRuntime, kOp, ": ", name, " must be on input's device ", device_name(device), ", got ",
+         device_name(d));
+  }
+  if (const ScalarType dtype = plan.scalar_type(); dtype != ScalarType::Int) {
+    fail(ArgError::kType, kOp, ": ", name, " must be an int32 tensor from fused_input_norm.resample_plan, got ",
+         py_dtype(dtype));
+  }
+  const int64_t taps = resample_geometry(in_size, out_size, filter).taps;
+  const int64_t expected = PlanHeader::kSize + out_size * (2 + taps);
+  if (plan.dim() != 1 || plan.numel() != expected || !plan.is_contiguous()) {
+    fail(ArgError::kValue, kOp, ": ", name, " must be the contiguous 1-D plan of resample_plan(", in_size, ", ",
+         out_size, ") (", expected, " values), got shape ", int_list(plan.sizes()));
+  }
+  if (device.type() == torch::headeronly::DeviceType::CPU) {
+    const auto* header = static_cast<const int32_t*>(plan.const_data_ptr());
+    if (header[PlanHeader::kInSize] != in_size || header[PlanHeader::kOutSize] != out_size ||
+        header[PlanHeader::kTaps] != taps) {
+      fail(ArgError::kValue, kOp, ": ", name, " was planned for ", header[PlanHeader::kInSize], " -> ",
+           header[PlanHeader::kOutSize], ", the call resamples ", in_size, " -> ", out_size);
+    }
+  }
+}
+
+void check_out(const Tensor& out, const Tensor& input, const std::vector<int64_t>& expected) {
+  if (const torch::stable::Device d = out.device(), in = input.device(); d != in) {
+    fail(ArgError::kRuntime, kOp, ": out must be on input's device ", device_name(in), ", got ", device_name(d));
+  }
+  if (const ScalarType dtype = out.scalar_type(); !is_output_dtype(dtype)) {
+    fail(ArgError::kType, kOp, ": out must have one of the dtypes ", kOutputDtypes, ", got ", py_dtype(dtype));
+  }
+  if (!out.sizes().equals(torch::headeronly::IntHeaderOnlyArrayRef(expected))) {
+    fail(ArgError::kValue, kOp, ": out must have shape ", int_list(expected), ", got ", int_list(out.sizes()));
+  }
+  if (!out.is_contiguous()) {
+    fail(ArgError::kValue, kOp, ": out must be contiguous, got stride ", int_list(out.strides()));
+  }
+}
+
+}  // namespace
+
+std::array<int64_t, 2> resample_bounds(int64_t in_size, int64_t out_size, ResampleFilter filter, int64_t i) {
+  const TapWindow w = tap_window(resample_geometry(in_size, out_size, filter), in_size, i);
+  return {w.first, w.count};
+}
+
+ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                       const std::optional<Tensor>& row_plan, const std::optional<Tensor>& col_plan,
+                       const std::vector<int64_t>& size, const std::vector<int64_t>& crop, const std::string& filter,
+                       bool vertical_first, const std::vector<int64_t>& patches) {
+  ResizePlan p{};
+  if (const ScalarType dtype = input.scalar_type(); dtype != ScalarType::Byte) {
+    fail(ArgError::kType, kOp, ": input must be a torch.uint8 image, got ", py_dtype(dtype));
+  }
+  if (input.dim() != 4) {
+    fail(ArgError::kValue, kOp, ": input must be 4-D [B, C, H, W], got shape ", int_list(input.sizes()));
+  }
+  p.batch = input.size(0);
+  p.channels = input.size(1);
+  p.in_h = input.size(2);
+  p.in_w = input.size(3);
+  for (int d = 0; d < 4; ++d) p.strides[d] = input.stride(d);
+  if (p.in_h < 1 || p.in_w < 1) {
+    fail(ArgError::kValue, kOp, ": input must have H, W >= 1, got shape ", int_list(input.sizes()));
+  }
+  const torch::stable::Device device = input.device();
+  check_channel_vector("resize_affine_out", "weight", weight, device, 1, p.channels);
+  check_channel_vector("resize_affine_out", "bias", bias, device, 1, p.channels);
+  p.filter = parse_filter(filter);
+  if (size.size() != 2 || size[0] < 1 || size[1] < 1) {
+    fail(ArgError::kValue, kOp, ": size must be (height, width) >= 1, got ", int_list(size));
+  }
+  p.out_h = size[0];
+  p.out_w = size[1];
+  constexpr int64_t kMaxSide = int64_t{1} << 24;  // the planner's doubles and int32 bounds stay exact
+  if (p.in_h >= kMaxSide || p.in_w >= kMaxSide || p.out_h >= kMaxSide || p.out_w >= kMaxSide) {
+    fail(ArgError::kValue, kOp, ": image sides must be below 2^24");
+  }
+  // A pass runs exactly when its axis changes size, as in both references: a plan for an axis that keeps
+  // its size would be a different (if harmless) computation, and a missing one cannot be done.
+  const auto axis = [&](const char* name, const std::optional<Tensor>& plan, int64_t in, int64_t out) {
+    if (in != out && !plan) {
+      fail(ArgError::kValue, kOp, ": ", name, " is required: the axis is resampled from ", in, " to ", out);
+    }
+    if (in == out && plan) fail(ArgError::kValue, kOp, ": ", name, " must be None: the axis keeps its size ", in);
+    if (plan) check_plan(name, *plan, device, in, out, p.filter);
+    return plan ? static_cast<const int32_t*>(plan->const_data_ptr()) : nullptr;
+  };
+  p.row_plan = axis("row_plan", row_plan, p.in_h, p.out_h);
+  p.col_plan = axis("col_plan", col_plan, p.in_w, p.out_w);
+  if (!p.row_plan && !p.col_plan) {
+    fail(ArgError::kValue, kOp, ": size equals the input's: nothing to resample (use affine_out on a crop view)");
+  }
+  p.vertical_first = vertical_first;
+
+  if (crop.size() != 4) fail(ArgError::kValue, kOp, ": crop must be (top, left, height, width), got ", int_list(crop));
+  p.top = crop[0];
+  p.left = crop[1];
+  p.crop_h = crop[2];
+  p.crop_w = crop[3];
+  if (p.top < 0 || p.left < 0 || p.crop_h < 1 || p.crop_w < 1 || p.top + p.crop_h > p.out_h ||
+      p.left + p.crop_w > p.out_w) {
+    fail(ArgError::kValue, kOp, ": crop (top, left, height, width) = ", int_list(crop),
+         " must lie inside the resampled image of size ", int_list(size));
+  }
+
+  const int64_t B = p.batch, C = p.channels, h = p.crop_h, w = p.crop_w;
+  std::vector<int64_t> out_shape;
+  if (patches.empty()) {
+    out_shape = {B, C, h, w};
+    const int64_t sizes[4] = {B, C, h, w}, strides[4] = {C * h * w, h * w, w, 1};
+    build_strided_layout(4, sizes, strides, 1, &p.layout);
+  } else {
+    if (patches.size() != 3 || patches[0] < 1 || patches[1] < 1 || patches[2] < 1) {
+      fail(ArgError::kValue, kOp, ": patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1, got ",
+           int_list(patches));
+    }
+    p.temporal = patches[0];
+    p.patch = patches[1];
+    p.merge = patches[2];
+    const int64_t P = p.patch, m = p.merge, T = p.temporal, factor = P * m;
+    if (h % factor != 0 || w % factor != 0) {
+      fail(ArgError::kValue, kOp, ": the cropped image ", h, "x", w, " must be a multiple of patch_size * merge_size = ",
+           factor, " on both sides");
+    }
+    const int64_t gh = h / factor, gw = w / factor;
+    out_shape = {B * gh * gw * m * m, C * T * P * P};
+    // Qwen-VL's patch order (the patchify view): image, grid row, grid col, merge row, merge col, channel,
+    // frame (the one resampled frame T times: stride 0), patch row, patch col.
+    const int64_t sizes[9] = {B, gh, gw, m, m, C, T, P, P};
+    const int64_t strides[9] = {C * h * w, factor * w, factor, P * w, P, h * w, 0, w, 1};
+    build_strided_layout(9, sizes, strides, 5, &p.layout);
+  }
+  p.numel = 1;
+  for (const int64_t s : out_shape) p.numel *= s;
+
+  std::vector<const Tensor*> read = {&input, &weight, &bias};
+  if (row_plan) read.push_back(&*row_plan);
+  if (col_plan) read.push_back(&*col_plan);
+  check_out(out, input, out_shape);
+  for (const Tensor* t : read) {
+    if (may_overlap(out, *t)) {
+      fail(ArgError::kValue, kOp, ": out overlaps an input of the call (input, weight, bias or a plan); pass a "
+                                  "separate output buffer");
+    }
+  }
+
+  if (p.two_passes()) {
+    // The first pass produces only the input rows (columns) the second pass reads for the crop.
+    const bool v = p.vertical_first;
+    const int64_t in = v ? p.in_w : p.in_h, resampled = v ? p.out_w : p.out_h;
+    const int64_t begin = v ? p.left : p.top, count = v ? p.crop_w : p.crop_h;
+    const auto first = resample_bounds(in, resampled, p.filter, begin);
+    const auto last = resample_bounds(in, resampled, p.filter, begin + count - 1);
+    p.first_begin = first[0];
+    p.first_end = last[0] + last[1];
+  }
+  return p;
+}
+
+std::array<int64_t, 2> intermediate_shape(const ResizePlan& p) {
+  const int64_t span = p.first_end - p.first_begin;
+  return p.vertical_first ? std::array<int64_t, 2>{p.crop_h, span} : std::array<int64_t, 2>{span, p.crop_w};
+}
+
+ResamplePass first_pass(const ResizePlan& p, const uint8_t* input) {
+  ResamplePass pass{};
+  pass.src = input;
+  pass.stride_b = p.strides[0];
+  pass.stride_c = p.strides[1];
+  pass.stride_row = p.strides[2];
+  pass.stride_col = p.strides[3];
+  pass.vertical = p.vertical_first;
+  pass.plan = p.vertical_first ? p.row_plan : p.col_plan;
+  pass.plan_begin = static_cast<int32_t>(p.vertical_first ? p.top : p.left);
+  pass.fixed_begin = static_cast<int32_t>(p.first_begin);
+  pass.tap_offset = 0;
+  return pass;
+}
+
+ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std::array<int64_t, 4>& src_strides,
+                       bool reads_intermediate) {
+  ResamplePass pass{};
+  pass.src = src;
+  pass.stride_b = src_strides[0];
+  pass.stride_c = src_strides[1];
+  pass.stride_row = src_strides[2];
+  pass.stride_col = src_strides[3];
+  // With two passes the last one is the other axis; with one, the axis that changes.
+  pass.vertical = p.two_passes() ? !p.vertical_first : p.row_plan != nullptr;
+  pass.plan = pass.vertical ? p.row_plan : p.col_plan;
+  pass.plan_begin = static_cast<int32_t>(pass.vertical ? p.top : p.left);
+  if (reads_intermediate) {  // its other axis is the crop's already; its taps start at first_begin
+    pass.fixed_begin = 0;
+    pass.tap_offset = static_cast<int32_t>(p.first_begin);
+  } else {
+    pass.fixed_begin = static_cast<int32_t>(pass.vertical ? p.left : p.top);
+    pass.tap_offset = 0;
+  }
+  return pass;
+}
+
+namespace {
+
+Tensor resample_plan(int64_t in_size, int64_t out_size, std::string filter, std::string reference) {
+  if (in_size < 1 || out_size < 1 || in_size >= (int64_t{1} << 24) || out_size >= (int64_t{1} << 24)) {
+    fail(ArgError::kValue, "fused_input_norm.resample_plan: in_size and out_size must be in [1, 2^24), got ", in_size,
+         " and ", out_size);
+  }
+  ResampleReference ref = ResampleReference::kPil;
+  if (reference == "torchvision") {
+    ref = ResampleReference::kTorchvision;
+  } else if (reference != "pil") {
+    fail(ArgError::kValue, "fused_input_norm.resample_plan: reference must be 'pil' or 'torchvision', got '",
+         reference, "'");
+  }
+  ResampleFilter f = ResampleFilter::kBicubic;
+  if (filter == "bilinear") {
+    f = ResampleFilter::kBilinear;
+  } else if (filter != "bicubic") {
+    fail(ArgError::kValue, "fused_input_norm.resample_plan: resample must be 'bilinear' or 'bicubic', got '", filter,
+         "'");
+  }
+  const std::vector<int32_t> plan = make_resample_plan(in_size, out_size, f, ref);
+  const int64_t n = static_cast<int64_t>(plan.size());
+  Tensor t = new_contiguous(torch::headeronly::IntHeaderOnlyArrayRef(&n, 1), ScalarType::Int,
+                            aoti_torch_device_type_cpu(), 0);
+  std::memcpy(t.mutable_data_ptr(), plan.data(), plan.size() * sizeof(int32_t));
+  return t;
+}
+
+}  // namespace
+
+// The planner takes no tensor: one kernel for every backend (the module moves its plans to the device).
+STABLE_TORCH_LIBRARY_IMPL(fused_input_norm, CompositeExplicitAutograd, m) {
+  m.impl("resample_plan", TORCH_BOX(&resample_plan));
+}
+
+}  // namespace fused_input_norm
