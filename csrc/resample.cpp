@@ -62,11 +62,6 @@ void check_out(const Tensor& out, const Tensor& input, const std::vector<int64_t
 
 }  // namespace
 
-std::array<int64_t, 2> resample_bounds(int64_t in_size, int64_t out_size, ResampleFilter filter, int64_t i) {
-  const TapWindow w = tap_window(resample_geometry(in_size, out_size, filter), in_size, i);
-  return {w.first, w.count};
-}
-
 ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const std::optional<Tensor>& row_plan, const std::optional<Tensor>& col_plan,
                        const std::vector<int64_t>& size, const std::vector<int64_t>& crop, const std::string& filter,
@@ -127,13 +122,7 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
          " must lie inside the resampled image of size ", int_list(size));
   }
 
-  const int64_t B = p.batch, C = p.channels, h = p.crop_h, w = p.crop_w;
-  std::vector<int64_t> out_shape;
-  if (patches.empty()) {
-    out_shape = {B, C, h, w};
-    const int64_t sizes[4] = {B, C, h, w}, strides[4] = {C * h * w, h * w, w, 1};
-    build_strided_layout(4, sizes, strides, 1, &p.layout);
-  } else {
+  if (!patches.empty()) {
     if (patches.size() != 3 || patches[0] < 1 || patches[1] < 1 || patches[2] < 1) {
       fail(ArgError::kValue, kOp, ": patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1, got ",
            int_list(patches));
@@ -141,22 +130,13 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
     p.temporal = patches[0];
     p.patch = patches[1];
     p.merge = patches[2];
-    const int64_t P = p.patch, m = p.merge, T = p.temporal, factor = P * m;
-    if (h % factor != 0 || w % factor != 0) {
-      fail(ArgError::kValue, kOp, ": the cropped image ", h, "x", w, " must be a multiple of patch_size * merge_size = ",
-           factor, " on both sides");
+    const int64_t factor = p.patch * p.merge;
+    if (p.crop_h % factor != 0 || p.crop_w % factor != 0) {
+      fail(ArgError::kValue, kOp, ": the cropped image ", p.crop_h, "x", p.crop_w,
+           " must be a multiple of patch_size * merge_size = ", factor, " on both sides");
     }
-    const int64_t gh = h / factor, gw = w / factor;
-    out_shape = {B * gh * gw * m * m, C * T * P * P};
-    // Qwen-VL's patch order (the patchify view): image, grid row, grid col, merge row, merge col, channel,
-    // frame (the one resampled frame T times: stride 0), patch row, patch col.
-    const int64_t sizes[9] = {B, gh, gw, m, m, C, T, P, P};
-    const int64_t strides[9] = {C * h * w, factor * w, factor, P * w, P, h * w, 0, w, 1};
-    build_strided_layout(9, sizes, strides, 5, &p.layout);
   }
-  p.numel = 1;
-  for (const int64_t s : out_shape) p.numel *= s;
-
+  const std::vector<int64_t> out_shape = finish_resize_plan(p);
   std::vector<const Tensor*> read = {&input, &weight, &bias};
   if (row_plan) read.push_back(&*row_plan);
   if (col_plan) read.push_back(&*col_plan);
@@ -168,59 +148,7 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
     }
   }
 
-  if (p.two_passes()) {
-    // The first pass produces only the input rows (columns) the second pass reads for the crop.
-    const bool v = p.vertical_first;
-    const int64_t in = v ? p.in_w : p.in_h, resampled = v ? p.out_w : p.out_h;
-    const int64_t begin = v ? p.left : p.top, count = v ? p.crop_w : p.crop_h;
-    const auto first = resample_bounds(in, resampled, p.filter, begin);
-    const auto last = resample_bounds(in, resampled, p.filter, begin + count - 1);
-    p.first_begin = first[0];
-    p.first_end = last[0] + last[1];
-  }
   return p;
-}
-
-std::array<int64_t, 2> intermediate_shape(const ResizePlan& p) {
-  const int64_t span = p.first_end - p.first_begin;
-  return p.vertical_first ? std::array<int64_t, 2>{p.crop_h, span} : std::array<int64_t, 2>{span, p.crop_w};
-}
-
-ResamplePass first_pass(const ResizePlan& p, const uint8_t* input) {
-  ResamplePass pass{};
-  pass.src = input;
-  pass.stride_b = p.strides[0];
-  pass.stride_c = p.strides[1];
-  pass.stride_row = p.strides[2];
-  pass.stride_col = p.strides[3];
-  pass.vertical = p.vertical_first;
-  pass.plan = p.vertical_first ? p.row_plan : p.col_plan;
-  pass.plan_begin = static_cast<int32_t>(p.vertical_first ? p.top : p.left);
-  pass.fixed_begin = static_cast<int32_t>(p.first_begin);
-  pass.tap_offset = 0;
-  return pass;
-}
-
-ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std::array<int64_t, 4>& src_strides,
-                       bool reads_intermediate) {
-  ResamplePass pass{};
-  pass.src = src;
-  pass.stride_b = src_strides[0];
-  pass.stride_c = src_strides[1];
-  pass.stride_row = src_strides[2];
-  pass.stride_col = src_strides[3];
-  // With two passes the last one is the other axis; with one, the axis that changes.
-  pass.vertical = p.two_passes() ? !p.vertical_first : p.row_plan != nullptr;
-  pass.plan = pass.vertical ? p.row_plan : p.col_plan;
-  pass.plan_begin = static_cast<int32_t>(pass.vertical ? p.top : p.left);
-  if (reads_intermediate) {  // its other axis is the crop's already; its taps start at first_begin
-    pass.fixed_begin = 0;
-    pass.tap_offset = static_cast<int32_t>(p.first_begin);
-  } else {
-    pass.fixed_begin = static_cast<int32_t>(pass.vertical ? p.left : p.top);
-    pass.tap_offset = 0;
-  }
-  return pass;
 }
 
 namespace {

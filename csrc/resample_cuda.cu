@@ -63,7 +63,7 @@ void run_resize_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
     src = ws;
     strides = {p.channels * rows * cols, rows * cols, cols, 1};
   }
-  const ResamplePass last = last_pass(p, src, strides, p.two_passes());
+  const ResamplePass last = last_pass(p, src, strides);
   const auto* w = static_cast<const float*>(weight.const_data_ptr());
   const auto* b = static_cast<const float*>(bias.const_data_ptr());
   // The walker's offsets index the virtual [B, C, crop_h, crop_w] image; the output may be T times larger.

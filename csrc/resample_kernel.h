@@ -9,6 +9,7 @@
 // Torch-free, like the other kernel headers (see numerics.h): the host emulation runs the GPU code.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -235,6 +236,115 @@ struct ResampledSource {
     return static_cast<float>(pass.at(b, c, y, x));
   }
 };
+
+// ---- the plan of a resize (host only) ------------------------------------------------------------------
+// The op resamples a uint8 [B, C, H, W] image (any strides) exactly as Pillow or torch does, crops, applies
+// the affine and writes the output layout, in one call:
+//   planar:  out [B, C, crop_h, crop_w]
+//   patches: out [B * (crop_h / P) * (crop_w / P), C * T * P * P], Qwen-VL's patch rows of each image, the
+//            one resampled frame repeated T times.
+struct ResizePlan {
+  int64_t batch, channels, in_h, in_w;
+  int64_t out_h, out_w;                         // the resampled image (before the crop)
+  int64_t top, left, crop_h, crop_w;            // the crop, inside the resampled image
+  std::array<int64_t, 4> strides;               // input's, in elements: b, c, h, w
+  const int32_t* row_plan;                      // vertical pass coefficients, nullptr when out_h == in_h
+  const int32_t* col_plan;                      // horizontal pass coefficients, nullptr when out_w == in_w
+  bool vertical_first;                          // both passes: which comes first
+  ResampleFilter filter;
+  int64_t temporal, patch, merge;               // patch == 0: planar output
+  StridedLayout layout;  // output order -> offsets into the virtual [B, C, crop_h, crop_w]
+  int64_t numel;                                // of the output
+  // The input rows (horizontal first) or columns (vertical first) the first pass must produce for the crop:
+  // [first_begin, first_end). Unused with one pass.
+  int64_t first_begin, first_end;
+
+  bool two_passes() const { return row_plan != nullptr && col_plan != nullptr; }
+};
+
+// The first input index and count of the taps of output index i: the planner's own bounds, for the host
+// to size the first pass without reading a plan that may live on the device.
+inline std::array<int64_t, 2> resample_bounds(int64_t in_size, int64_t out_size, ResampleFilter filter, int64_t i) {
+  const TapWindow w = tap_window(resample_geometry(in_size, out_size, filter), in_size, i);
+  return {w.first, w.count};
+}
+
+// Fills the derived fields (layout, numel, the first pass's span) of a plan whose sizes, crop, strides,
+// passes and patch geometry are set and valid; returns the output's shape.
+inline std::vector<int64_t> finish_resize_plan(ResizePlan& p) {
+  const int64_t B = p.batch, C = p.channels, h = p.crop_h, w = p.crop_w;
+  std::vector<int64_t> out_shape;
+  if (p.patch == 0) {
+    out_shape = {B, C, h, w};
+    const int64_t sizes[4] = {B, C, h, w}, strides[4] = {C * h * w, h * w, w, 1};
+    build_strided_layout(4, sizes, strides, 1, &p.layout);
+  } else {
+    const int64_t P = p.patch, m = p.merge, T = p.temporal, factor = P * m, gh = h / factor, gw = w / factor;
+    out_shape = {B * gh * gw * m * m, C * T * P * P};
+    // Qwen-VL's patch order (the patchify view): image, grid row, grid col, merge row, merge col, channel,
+    // frame (the one resampled frame T times: stride 0), patch row, patch col.
+    const int64_t sizes[9] = {B, gh, gw, m, m, C, T, P, P};
+    const int64_t strides[9] = {C * h * w, factor * w, factor, P * w, P, h * w, 0, w, 1};
+    build_strided_layout(9, sizes, strides, 5, &p.layout);
+  }
+  p.numel = 1;
+  for (const int64_t s : out_shape) p.numel *= s;
+  if (p.two_passes()) {
+    // The first pass produces only the input rows (columns) the second pass reads for the crop.
+    const bool v = p.vertical_first;
+    const int64_t in = v ? p.in_w : p.in_h, resampled = v ? p.out_w : p.out_h;
+    const int64_t begin = v ? p.left : p.top, count = v ? p.crop_w : p.crop_h;
+    const auto first = resample_bounds(in, resampled, p.filter, begin);
+    const auto last = resample_bounds(in, resampled, p.filter, begin + count - 1);
+    p.first_begin = first[0];
+    p.first_end = last[0] + last[1];
+  }
+  return out_shape;
+}
+
+// The first pass's intermediate: rows and columns of each [rows, cols] plane.
+inline std::array<int64_t, 2> intermediate_shape(const ResizePlan& p) {
+  const int64_t span = p.first_end - p.first_begin;
+  return p.vertical_first ? std::array<int64_t, 2>{p.crop_h, span} : std::array<int64_t, 2>{span, p.crop_w};
+}
+
+// The first of two passes: element (b, c, i, j) of the intermediate, from the input.
+inline ResamplePass first_pass(const ResizePlan& p, const uint8_t* input) {
+  ResamplePass pass{};
+  pass.src = input;
+  pass.stride_b = p.strides[0];
+  pass.stride_c = p.strides[1];
+  pass.stride_row = p.strides[2];
+  pass.stride_col = p.strides[3];
+  pass.vertical = p.vertical_first;
+  pass.plan = p.vertical_first ? p.row_plan : p.col_plan;
+  pass.plan_begin = static_cast<int32_t>(p.vertical_first ? p.top : p.left);
+  pass.fixed_begin = static_cast<int32_t>(p.first_begin);
+  pass.tap_offset = 0;
+  return pass;
+}
+
+// The pass that produces element (b, c, i, j) of the crop: the last of two, reading the intermediate
+// (`src`, contiguous [B, C, rows, cols]), or the only one, reading the input.
+inline ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std::array<int64_t, 4>& src_strides) {
+  ResamplePass pass{};
+  pass.src = src;
+  pass.stride_b = src_strides[0];
+  pass.stride_c = src_strides[1];
+  pass.stride_row = src_strides[2];
+  pass.stride_col = src_strides[3];
+  pass.vertical = p.two_passes() ? !p.vertical_first : p.row_plan != nullptr;
+  pass.plan = pass.vertical ? p.row_plan : p.col_plan;
+  pass.plan_begin = static_cast<int32_t>(pass.vertical ? p.top : p.left);
+  if (p.two_passes()) {  // the intermediate's other axis is the crop's already; its taps start at first_begin
+    pass.fixed_begin = 0;
+    pass.tap_offset = static_cast<int32_t>(p.first_begin);
+  } else {
+    pass.fixed_begin = static_cast<int32_t>(pass.vertical ? p.left : p.top);
+    pass.tap_offset = 0;
+  }
+  return pass;
+}
 
 #if defined(FIN_GPU_COMPILER)
 template <typename index_t>

@@ -1,0 +1,105 @@
+// Runs the resize's GPU per-thread code (resample_kernel.h: the first pass's threads, then the affine's
+// strided walker with the resampled source) on the host, one emulated thread after another, for one image,
+// and writes the result: tests/test_resize_emulation.py compares it with Pillow and torchvision themselves.
+// The plan comes from the same host planner the op uses; weight 1 and bias 0, so the output is the
+// resampled uint8 values as float32 in the output layout. Both index widths run and must agree.
+//   resize_emulation IN C H W HWC OUT_H OUT_W FILTER REFERENCE VERTICAL_FIRST TOP LEFT CROP_H CROP_W T P M
+//                    THREADS OUT
+// FILTER: 0 bilinear, 1 bicubic; REFERENCE: 0 pil, 1 torchvision; P = 0: planar output [C, CROP_H, CROP_W].
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "affine_kernel.h"
+#include "resample_kernel.h"
+
+namespace fin = fused_input_norm;
+
+namespace {
+
+template <typename index_t>
+std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_t threads) {
+  std::array<int64_t, 4> strides = plan.strides;
+  const uint8_t* src = image;
+  std::vector<uint8_t> workspace;
+  if (plan.two_passes()) {
+    const auto shape = fin::intermediate_shape(plan);
+    const auto n = static_cast<index_t>(plan.batch * plan.channels * shape[0] * shape[1]);
+    workspace.assign(static_cast<size_t>(n), 0xAB);  // poison: every element must be written
+    const fin::ResamplePass first = fin::first_pass(plan, image);
+    for (int64_t t = 0; t < threads; ++t) {
+      fin::resample_pass_thread<index_t>(first, workspace.data(), static_cast<index_t>(plan.channels),
+                                         static_cast<index_t>(shape[0]), static_cast<index_t>(shape[1]), n,
+                                         static_cast<index_t>(t), static_cast<index_t>(threads));
+    }
+    src = workspace.data();
+    strides = {plan.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
+  }
+  const fin::ResampledSource<index_t> source{fin::last_pass(plan, src, strides),
+                                             fin::make_divider(static_cast<index_t>(plan.crop_w)),
+                                             fin::make_divider(static_cast<index_t>(plan.crop_h)),
+                                             fin::make_divider(static_cast<index_t>(plan.channels))};
+  const auto calc = fin::make_offset_calculator<index_t>(plan.layout);
+  const std::vector<float> weight(static_cast<size_t>(plan.channels), 1.0f), bias(weight.size(), 0.0f);
+  std::vector<float> out(static_cast<size_t>(plan.numel), -1.0f);
+  for (int64_t t = 0; t < threads; ++t) {
+    fin::affine_strided_source_thread(source, out.data(), weight.data(), bias.data(), static_cast<index_t>(plan.numel),
+                                      calc, static_cast<index_t>(t), static_cast<index_t>(threads));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 20) {
+    std::fprintf(stderr, "usage: see the comment at the top of resize_emulation.cpp\n");
+    return 2;
+  }
+  int64_t a[17];
+  for (int i = 0; i < 17; ++i) a[i] = std::atoll(argv[2 + i]);
+  const int64_t C = a[0], H = a[1], W = a[2];
+  const bool hwc = a[3] != 0;
+  std::vector<uint8_t> image(static_cast<size_t>(C * H * W));
+  FILE* in = std::fopen(argv[1], "rb");
+  if (!in || std::fread(image.data(), 1, image.size(), in) != image.size()) return 3;
+  std::fclose(in);
+
+  fin::ResizePlan plan{};
+  plan.batch = 1;
+  plan.channels = C;
+  plan.in_h = H;
+  plan.in_w = W;
+  plan.out_h = a[4];
+  plan.out_w = a[5];
+  plan.filter = static_cast<fin::ResampleFilter>(a[6]);
+  const auto reference = static_cast<fin::ResampleReference>(a[7]);
+  plan.vertical_first = a[8] != 0;
+  plan.top = a[9];
+  plan.left = a[10];
+  plan.crop_h = a[11];
+  plan.crop_w = a[12];
+  plan.temporal = a[13];
+  plan.patch = a[14];
+  plan.merge = a[15];
+  const int64_t threads = a[16];
+  plan.strides = hwc ? std::array<int64_t, 4>{H * W * C, 1, W * C, C} : std::array<int64_t, 4>{C * H * W, H * W, W, 1};
+  std::vector<int32_t> rows, cols;
+  if (plan.out_h != H) rows = fin::make_resample_plan(H, plan.out_h, plan.filter, reference);
+  if (plan.out_w != W) cols = fin::make_resample_plan(W, plan.out_w, plan.filter, reference);
+  plan.row_plan = rows.empty() ? nullptr : rows.data();
+  plan.col_plan = cols.empty() ? nullptr : cols.data();
+  fin::finish_resize_plan(plan);
+
+  const std::vector<float> narrow = run<uint32_t>(plan, image.data(), threads);
+  const std::vector<float> wide = run<uint64_t>(plan, image.data(), threads + 2);
+  if (std::memcmp(narrow.data(), wide.data(), narrow.size() * sizeof(float)) != 0) {
+    std::fprintf(stderr, "32-bit and 64-bit indexing disagree\n");
+    return 4;
+  }
+  FILE* out = std::fopen(argv[19], "wb");
+  if (!out || std::fwrite(narrow.data(), sizeof(float), narrow.size(), out) != narrow.size()) return 5;
+  std::fclose(out);
+  return 0;
+}

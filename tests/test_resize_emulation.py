@@ -1,0 +1,110 @@
+"""The resize's GPU per-thread code, run on the host by tests/cpp/resize_emulation.cpp (the first pass's
+threads, then the strided walker with the resampled source, over an emulated grid, both index widths),
+compared bit for bit with Pillow and torchvision themselves: until a GPU is lent, the GPU kernels' proof."""
+
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+from fused_input_norm.resize import pil_rule, vertical_first
+
+PIL = pytest.importorskip("PIL.Image")
+tvF = pytest.importorskip("torchvision.transforms.v2.functional")
+skimage_data = pytest.importorskip("skimage.data")
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+COMPILER = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+pytestmark = pytest.mark.skipif(COMPILER is None, reason="needs a C++17 host compiler (g++, c++ or clang++) on PATH")
+
+FILTERS = {"bicubic": 1, "bilinear": 0}
+PIL_FILTERS = {"bicubic": 3, "bilinear": 2}  # PIL.Image.Resampling values
+TV_FILTERS = {"bicubic": "BICUBIC", "bilinear": "BILINEAR"}
+
+
+@pytest.fixture(scope="module")
+def emulator(tmp_path_factory):
+    binary = tmp_path_factory.mktemp("emulation") / "resize_emulation"
+    source = ROOT / "tests" / "cpp" / "resize_emulation.cpp"
+    subprocess.run(
+        [COMPILER, "-std=c++17", "-O2", "-Wall", "-Werror", f"-I{ROOT / 'csrc'}", str(source), "-o", str(binary)],
+        check=True,
+    )
+    return binary
+
+
+def emulate(emulator, tmp_path, image_hwc, size, resample, reference, crop=None, patches=(0, 0, 0), threads=37):
+    """The emulated kernels' output for an HWC uint8 image: [C, h, w] float32, or patch rows."""
+    height, width, channels = image_hwc.shape
+    crop = crop or (0, 0, *size)
+    rule = pil_rule(reference)
+    first = vertical_first(rule, height, width, *size)
+    image_file, out_file = tmp_path / "in.bin", tmp_path / "out.bin"
+    image_file.write_bytes(np.ascontiguousarray(image_hwc).tobytes())
+    args = [channels, height, width, 1, *size, FILTERS[resample], int(reference == "torchvision"), int(first)]
+    args += [*crop, *patches, threads]
+    subprocess.run([str(emulator), str(image_file), *map(str, args), str(out_file)], check=True, timeout=120)
+    values = np.fromfile(out_file, dtype=np.float32)
+    if patches[1]:
+        return values.reshape(-1, channels * patches[0] * patches[1] ** 2)
+    return values.reshape(channels, crop[2], crop[3])
+
+
+def pillow(image_hwc, size, resample):
+    resized = PIL.fromarray(image_hwc).resize((size[1], size[0]), PIL_FILTERS[resample])
+    return np.asarray(resized).transpose(2, 0, 1).astype(np.float32)
+
+
+def torchvision(image_hwc, size, resample):
+    x = torch.from_numpy(image_hwc).permute(2, 0, 1)
+    mode = getattr(tvF.InterpolationMode, TV_FILTERS[resample])
+    return tvF.resize(x, list(size), interpolation=mode, antialias=True).numpy().astype(np.float32)
+
+
+PHOTOS = {"astronaut": skimage_data.astronaut(), "coffee": skimage_data.coffee()}
+# (size) per case: downscale to Qwen2-VL's size and to 224, upscale, one axis, Pillow 13's vertical-first
+# branch, 1-pixel and odd sizes.
+SIZES = [(224, 224), (364, 532), (700, 901), (512, 301), (97, 600), (100, 500), (1, 1), (1, 37), (53, 1), (333, 77)]
+
+
+@pytest.mark.parametrize("resample", ["bicubic", "bilinear"])
+@pytest.mark.parametrize("photo", list(PHOTOS))
+def test_emulated_kernels_equal_pillow_and_torchvision(emulator, tmp_path, photo, resample):
+    image = PHOTOS[photo]
+    differing = {}
+    for size in SIZES:
+        if tuple(size) == image.shape[:2]:
+            continue
+        got = emulate(emulator, tmp_path, image, size, resample, "pil")
+        differing[("pil", size)] = int((got != pillow(image, size, resample)).sum())
+        got = emulate(emulator, tmp_path, image, size, resample, "torchvision")
+        differing[("torchvision", size)] = int((got != torchvision(image, size, resample)).sum())
+    assert not any(differing.values()), {k: v for k, v in differing.items() if v}
+
+
+def test_emulated_vertical_first_order_is_pillow_13s(emulator, tmp_path):
+    image = PHOTOS["astronaut"]  # 512 x 512
+    size = (100, 500)
+    assert vertical_first("13", 512, 512, *size)
+    reference = pillow(image, size, "bicubic")
+    assert (emulate(emulator, tmp_path, image, size, "bicubic", "pil-13") == reference).all()
+    assert (emulate(emulator, tmp_path, image, size, "bicubic", "pil-12.1") != reference).any()
+
+
+def test_emulated_crop_and_patch_rows(emulator, tmp_path):
+    image = PHOTOS["coffee"]  # 400 x 600
+    size, crop = (308, 448), (28, 56, 224, 336)
+    full = pillow(image, size, "bicubic")
+    top, left, h, w = crop
+    got = emulate(emulator, tmp_path, image, size, "bicubic", "pil", crop=crop)
+    assert (got == full[:, top : top + h, left : left + w]).all()
+    # Qwen2-VL patch rows of the whole resized image: the processor's view of the reference pixels.
+    patch, temporal, merge = 14, 2, 2
+    rows = emulate(emulator, tmp_path, image, size, "bicubic", "pil", patches=(temporal, patch, merge), threads=5)
+    frames = torch.from_numpy(full).unsqueeze(0).expand(temporal, -1, -1, -1)
+    gh, gw = size[0] // (patch * merge), size[1] // (patch * merge)
+    expected = frames.reshape(1, temporal, 3, gh, merge, patch, gw, merge, patch).permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
+    assert (rows == expected.reshape(rows.shape).numpy()).all()
