@@ -8,11 +8,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "affine.h"
 #include "cpu_clones.h"
 #include "resample.h"
+
+#if defined(FIN_X86)
+#include <immintrin.h>
+#endif
 
 namespace fused_input_norm {
 namespace {
@@ -28,6 +33,172 @@ FIN_CPU_CLONES void horizontal_row(const uint8_t* row, int64_t step, const int32
     const int64_t o = plan_begin + x;
     const uint8_t* base = row + (axis.bounds[2 * o] - tap_offset) * step;
     out[x] = resample_taps(base, step, axis.coeffs + o * axis.taps, axis.bounds[2 * o + 1], axis.precision);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC's vector extensions: one source for every clone (SSE2, AVX2, AVX-512) and for NEON.
+#define FIN_RESAMPLE_ROWS16 1
+typedef uint8_t u8x16 __attribute__((vector_size(16)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+
+// Transposes 16 vectors of 16 bytes: four rounds of interleaving vector i with vector i + 8.
+inline __attribute__((always_inline)) void transpose16(u8x16 v[16]) {
+  for (int round = 0; round < 4; ++round) {
+    u8x16 t[16];
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = __builtin_shuffle(v[i], v[i + 8], u8x16{0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23});
+      t[2 * i + 1] =
+          __builtin_shuffle(v[i], v[i + 8], u8x16{8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31});
+    }
+    for (int i = 0; i < 16; ++i) v[i] = t[i];
+  }
+}
+
+// results[x] = the 16 rows' sums for output index plan_begin + x over its taps' columns (channel g of
+// `step` interleaved ones), shifted and clamped to uint8. GCC's generic vectors widen uint8 to int32 one
+// byte at a time on x86, so AVX2 has its own (the same integer sums, the same bits).
+using MultiplyAddRows16 = void (*)(const u8x16* columns, int64_t xa, int64_t step, int64_t g, const int32_t* plan,
+                                   int64_t plan_begin, int64_t count, u8x16* results);
+
+void multiply_add_rows16_generic(const u8x16* columns, int64_t xa, int64_t step, int64_t g, const int32_t* plan,
+                                 int64_t plan_begin, int64_t count, u8x16* results) {
+  const ResampleAxis axis = resample_axis(plan);
+  const i32x16 zero = i32x16{}, top = zero + 255, init = zero + (int32_t{1} << (axis.precision - 1));
+  for (int64_t x = 0; x < count; ++x) {
+    const int64_t o = plan_begin + x;
+    const u8x16* col = columns + (axis.bounds[2 * o] - xa) * step + g;
+    const int32_t* c = axis.coeffs + o * axis.taps;
+    i32x16 acc = init;
+    for (int32_t k = 0; k < axis.bounds[2 * o + 1]; ++k) acc += __builtin_convertvector(col[k * step], i32x16) * c[k];
+    acc >>= axis.precision;
+    acc = acc < zero ? zero : acc;
+    acc = acc > top ? top : acc;
+    results[x] = __builtin_convertvector(acc, u8x16);
+  }
+}
+
+#if defined(FIN_X86)
+// The clamp to [0, 255] of a sum shifted down is packs (to int16, saturating) then packus (to uint8).
+__attribute__((target("avx2"))) void multiply_add_rows16_avx2(const u8x16* columns, int64_t xa, int64_t step,
+                                                              int64_t g, const int32_t* plan, int64_t plan_begin,
+                                                              int64_t count, u8x16* results) {
+  const ResampleAxis axis = resample_axis(plan);
+  const __m256i init = _mm256_set1_epi32(int32_t{1} << (axis.precision - 1));
+  const __m128i shift = _mm_cvtsi32_si128(axis.precision);
+  for (int64_t x = 0; x < count; ++x) {
+    const int64_t o = plan_begin + x;
+    const u8x16* col = columns + (axis.bounds[2 * o] - xa) * step + g;
+    const int32_t* c = axis.coeffs + o * axis.taps;
+    __m256i low = init, high = init;
+    for (int32_t k = 0; k < axis.bounds[2 * o + 1]; ++k) {
+      const __m128i v = reinterpret_cast<const __m128i&>(col[k * step]);
+      const __m256i ck = _mm256_set1_epi32(c[k]);
+      low = _mm256_add_epi32(low, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(v), ck));
+      high = _mm256_add_epi32(high, _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)), ck));
+    }
+    low = _mm256_sra_epi32(low, shift);
+    high = _mm256_sra_epi32(high, shift);
+    const __m128i rows0 = _mm_packs_epi32(_mm256_castsi256_si128(low), _mm256_extracti128_si256(low, 1));
+    const __m128i rows8 = _mm_packs_epi32(_mm256_castsi256_si128(high), _mm256_extracti128_si256(high, 1));
+    reinterpret_cast<__m128i&>(results[x]) = _mm_packus_epi16(rows0, rows8);
+  }
+}
+
+#endif
+
+// Chosen on first use (not in a static initializer, which may run before the CPU model is known). AVX2 on
+// AVX-512 machines too: 16 lanes are two AVX2 registers, and a path no CPU here can run would be untested.
+MultiplyAddRows16 multiply_add_rows16_for_cpu() {
+  static const MultiplyAddRows16 chosen = [] {
+#if defined(FIN_X86)
+    if (__builtin_cpu_supports("avx2")) return &multiply_add_rows16_avx2;
+#endif
+    return &multiply_add_rows16_generic;
+  }();
+  return chosen;
+}
+
+// The horizontal pass of 16 rows at once, without gathers: the input bytes the outputs read are transposed
+// into columns (one vector per byte position: the 16 rows' values), every output is then a sum over its
+// taps' columns (16 rows per multiply-add), and the 16-lane results are transposed back into rows.
+// rows[i]: row i's element at input index `origin` (a partial block repeats a row); `step` bytes between
+// neighbours of one channel and `groups` channels interleaved in a step (HWC: step = groups = C). Output
+// index plan_begin + x of channel g, row i goes to out + g * out_plane + i * out_row + x, for i < valid.
+FIN_CPU_CLONES void horizontal_rows16(const uint8_t* const rows[16], int64_t origin, int64_t step, int64_t groups,
+                                      const int32_t* plan, int64_t plan_begin, int64_t count, u8x16* columns,
+                                      u8x16* results, uint8_t* out, int64_t out_plane, int64_t out_row, int64_t valid) {
+  const ResampleAxis axis = resample_axis(plan);
+  const int64_t last = plan_begin + count - 1;
+  const int64_t xa = axis.bounds[2 * plan_begin], xb = axis.bounds[2 * last] + axis.bounds[2 * last + 1];
+  const int64_t bytes = (xb - xa) * step;
+  for (int64_t j0 = 0; j0 < bytes; j0 += 16) {
+    const int64_t n = std::min<int64_t>(16, bytes - j0);
+    u8x16 v[16];
+    for (int i = 0; i < 16; ++i) {
+      const uint8_t* from = rows[i] + (xa - origin) * step + j0;
+      if (n == 16) {
+        std::memcpy(&v[i], from, 16);  // a constant size: one unaligned load, not a call
+      } else {
+        v[i] = u8x16{};
+        std::memcpy(&v[i], from, static_cast<size_t>(n));
+      }
+    }
+    transpose16(v);
+    for (int64_t i = 0; i < n; ++i) columns[j0 + i] = v[i];
+  }
+  const MultiplyAddRows16 multiply_add = multiply_add_rows16_for_cpu();
+  for (int64_t g = 0; g < groups; ++g) {
+    multiply_add(columns, xa, step, g, plan, plan_begin, count, results);
+    for (int64_t x0 = 0; x0 < count; x0 += 16) {
+      const int64_t n = std::min<int64_t>(16, count - x0);
+      u8x16 v[16];
+      for (int64_t i = 0; i < 16; ++i) v[i] = i < n ? results[x0 + i] : u8x16{};
+      transpose16(v);
+      uint8_t* to = out + g * out_plane + x0;
+      if (n == 16) {
+        for (int64_t i = 0; i < valid; ++i) std::memcpy(to + i * out_row, &v[i], 16);
+      } else {
+        for (int64_t i = 0; i < valid; ++i) std::memcpy(to + i * out_row, &v[i], static_cast<size_t>(n));
+      }
+    }
+  }
+}
+#endif
+
+// The horizontal pass of `rows` rows: row i of channel c starts (at input index `origin`) at
+// src + c * src_plane + i * src_row, its neighbours `step` elements apart; the results go to
+// out + c * out_plane + i * out_row. Blocks of 16 rows take horizontal_rows16 where the layout allows
+// (channels interleaved, HWC; or each channel's elements contiguous, CHW), single rows otherwise.
+void horizontal_pass(const uint8_t* src, int64_t src_plane, int64_t src_row, int64_t step, int64_t channels,
+                     int64_t rows, int64_t origin, const int32_t* plan, int64_t plan_begin, int64_t count,
+                     uint8_t* out, int64_t out_plane, int64_t out_row) {
+#if defined(FIN_RESAMPLE_ROWS16)
+  const bool interleaved = step == channels && src_plane == 1;
+  if (interleaved || step == 1) {
+    const ResampleAxis axis = resample_axis(plan);
+    const int64_t last = plan_begin + count - 1;
+    const int64_t span = axis.bounds[2 * last] + axis.bounds[2 * last + 1] - axis.bounds[2 * plan_begin];
+    static thread_local std::vector<u8x16> columns, results;
+    columns.resize(static_cast<size_t>(span * step + 16));
+    results.resize(static_cast<size_t>(count));
+    const int64_t groups = interleaved ? channels : 1;
+    for (int64_t c = 0; c < (interleaved ? 1 : channels); ++c) {
+      for (int64_t r0 = 0; r0 < rows; r0 += 16) {
+        const uint8_t* row_ptrs[16];
+        for (int64_t i = 0; i < 16; ++i) row_ptrs[i] = src + c * src_plane + std::min(r0 + i, rows - 1) * src_row;
+        horizontal_rows16(row_ptrs, origin, step, groups, plan, plan_begin, count, columns.data(), results.data(),
+                          out + c * out_plane + r0 * out_row, out_plane, out_row, std::min<int64_t>(16, rows - r0));
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t r = 0; r < rows; ++r) {
+      horizontal_row(src + c * src_plane + r * src_row, step, plan, plan_begin, origin, count,
+                     out + c * out_plane + r * out_row);
+    }
   }
 }
 
@@ -64,7 +235,7 @@ FIN_CPU_CLONES void vertical_row(const uint8_t* src, int64_t row_stride, int64_t
 
 // Per-thread scratch, grown as needed and kept between calls.
 struct Scratch {
-  std::vector<uint8_t> first, band;
+  std::vector<uint8_t> first, band, row;
   std::vector<int32_t> acc;
 };
 thread_local Scratch scratch;
@@ -75,48 +246,51 @@ void resample_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t
   const int64_t sb = p.strides[0], sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
   Scratch& s = scratch;
   const uint8_t* image = input + b * sb;
-  if (p.two_passes() && !p.vertical_first) {
+  if (!p.row_plan) {  // horizontal only
+    horizontal_pass(image + (p.top + y0) * sh, sc, sh, sw, C, rows, 0, p.col_plan, p.left, w, band, rows * w, w);
+  } else if (p.two_passes() && !p.vertical_first) {
     // Horizontal first: the input rows this band's vertical taps read, resampled across.
     const auto first = resample_bounds(p.in_h, p.out_h, p.filter, p.top + y0);
     const auto last = resample_bounds(p.in_h, p.out_h, p.filter, p.top + y1 - 1);
     const int64_t r0 = first[0], r1 = last[0] + last[1];
     s.first.resize(static_cast<size_t>(C * (r1 - r0) * w));
     s.acc.resize(static_cast<size_t>(w));
+    horizontal_pass(image + r0 * sh, sc, sh, sw, C, r1 - r0, 0, p.col_plan, p.left, w, s.first.data(), (r1 - r0) * w, w);
     for (int64_t c = 0; c < C; ++c) {
-      uint8_t* h = s.first.data() + c * (r1 - r0) * w;
-      for (int64_t r = r0; r < r1; ++r) horizontal_row(image + c * sc + r * sh, sw, p.col_plan, p.left, 0, w, h + (r - r0) * w);
+      const uint8_t* h = s.first.data() + c * (r1 - r0) * w;
       for (int64_t y = 0; y < rows; ++y) {
         vertical_row(h, w, 1, p.row_plan, p.top + y0 + y, r0, w, s.acc.data(), band + (c * rows + y) * w);
       }
     }
-  } else if (p.two_passes()) {
-    // Vertical first: this band's rows, resampled down over the columns the horizontal taps read.
-    const int64_t q0 = p.first_begin, q = p.first_end - p.first_begin;
-    s.first.resize(static_cast<size_t>(rows * q));
-    s.acc.resize(static_cast<size_t>(q));
-    for (int64_t c = 0; c < C; ++c) {
-      for (int64_t y = 0; y < rows; ++y) {
-        vertical_row(image + c * sc + q0 * sw, sh, sw, p.row_plan, p.top + y0 + y, 0, q, s.acc.data(),
-                     s.first.data() + y * q);
-      }
-      for (int64_t y = 0; y < rows; ++y) {
-        horizontal_row(s.first.data() + y * q, 1, p.col_plan, p.left, q0, w, band + (c * rows + y) * w);
+  } else {
+    // Vertical first, or vertical only: this band's rows resampled down, over the input columns the
+    // horizontal taps read [q0, q0 + q) (or the crop's). Interleaved channels (HWC) are resampled as one
+    // contiguous row of bytes, then split into planes.
+    const bool only = !p.two_passes();
+    const int64_t q0 = only ? p.left : p.first_begin, q = only ? w : p.first_end - p.first_begin;
+    uint8_t* planes = band;
+    if (!only) {
+      s.first.resize(static_cast<size_t>(C * rows * q));
+      planes = s.first.data();
+    }
+    const bool interleaved = sc == 1 && sw == C;
+    s.acc.resize(static_cast<size_t>(q * C));
+    s.row.resize(static_cast<size_t>(q * C));
+    for (int64_t y = 0; y < rows; ++y) {
+      const int64_t o = p.top + y0 + y;
+      if (interleaved) {
+        vertical_row(image + q0 * sw, sh, 1, p.row_plan, o, 0, q * C, s.acc.data(), s.row.data());
+        for (int64_t c = 0; c < C; ++c) {
+          uint8_t* to = planes + (c * rows + y) * q;
+          for (int64_t x = 0; x < q; ++x) to[x] = s.row[x * C + c];
+        }
+      } else {
+        for (int64_t c = 0; c < C; ++c) {
+          vertical_row(image + c * sc + q0 * sw, sh, sw, p.row_plan, o, 0, q, s.acc.data(), planes + (c * rows + y) * q);
+        }
       }
     }
-  } else if (p.row_plan) {  // vertical only
-    s.acc.resize(static_cast<size_t>(w));
-    for (int64_t c = 0; c < C; ++c) {
-      for (int64_t y = 0; y < rows; ++y) {
-        vertical_row(image + c * sc + p.left * sw, sh, sw, p.row_plan, p.top + y0 + y, 0, w, s.acc.data(),
-                     band + (c * rows + y) * w);
-      }
-    }
-  } else {  // horizontal only
-    for (int64_t c = 0; c < C; ++c) {
-      for (int64_t y = 0; y < rows; ++y) {
-        horizontal_row(image + c * sc + (p.top + y0 + y) * sh, sw, p.col_plan, p.left, 0, w, band + (c * rows + y) * w);
-      }
-    }
+    if (!only) horizontal_pass(planes, rows * q, q, 1, C, rows, q0, p.col_plan, p.left, w, band, rows * w, w);
   }
 }
 
