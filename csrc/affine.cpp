@@ -1,7 +1,7 @@
 // The affine ops' glue: argument checks and the plan the kernels see (declared in affine.h).
-#include <utility>
-
 #include "affine.h"
+
+#include <utility>
 
 namespace fused_input_norm {
 namespace {

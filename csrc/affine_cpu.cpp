@@ -13,7 +13,6 @@
 #include <sys/mman.h>
 #endif
 
-
 #include "affine.h"
 #include "cpu_clones.h"
 #include "dispatch.h"

@@ -217,7 +217,8 @@ FIN_HOST_DEVICE void affine_strided_source_thread(const Source& load, out_t* out
 #endif
       for (index_t i = i0; i < i0 + E; ++i) {
         const auto p = calc.locate(i);
-        out[i] = from_float<out_t>(affine(load(p.offset), load_param(weight + p.channel), load_param(bias + p.channel)));
+        out[i] =
+            from_float<out_t>(affine(load(p.offset), load_param(weight + p.channel), load_param(bias + p.channel)));
       }
       continue;
     }

@@ -1,12 +1,12 @@
 // The glue every op shares, on the LibTorch stable ABI: tagged errors, Python spellings for messages, memory
 // overlap, and output allocation.
+#include "glue.h"
+
 #include <algorithm>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "glue.h"
 
 namespace fused_input_norm {
 
@@ -29,7 +29,6 @@ void throw_arg_error(ArgError kind, const std::string& message) {
   }
   throw std::runtime_error(message);
 }
-
 
 // Python spellings, since the messages surface as Python exceptions.
 std::string py_dtype(ScalarType t) {
@@ -141,7 +140,6 @@ bool may_overlap(const Tensor& a, const Tensor& b) {
   const auto [b_begin, b_end] = byte_range(b);
   return a_begin < b_end && b_begin < a_end;
 }
-
 
 Tensor new_contiguous(torch::headeronly::IntHeaderOnlyArrayRef sizes, ScalarType dtype, const Tensor& like) {
   int32_t device_type = 0, device_index = 0;

@@ -143,8 +143,9 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   check_out(out, input, out_shape);
   for (const Tensor* t : read) {
     if (may_overlap(out, *t)) {
-      fail(ArgError::kValue, kOp, ": out overlaps an input of the call (input, weight, bias or a plan); pass a "
-                                  "separate output buffer");
+      fail(ArgError::kValue, kOp,
+           ": out overlaps an input of the call (input, weight, bias or a plan); pass a "
+           "separate output buffer");
     }
   }
 
@@ -162,8 +163,8 @@ Tensor resample_plan(int64_t in_size, int64_t out_size, std::string filter, std:
   if (reference == "torchvision") {
     ref = ResampleReference::kTorchvision;
   } else if (reference != "pil") {
-    fail(ArgError::kValue, "fused_input_norm.resample_plan: reference must be 'pil' or 'torchvision', got '",
-         reference, "'");
+    fail(ArgError::kValue, "fused_input_norm.resample_plan: reference must be 'pil' or 'torchvision', got '", reference,
+         "'");
   }
   ResampleFilter f = ResampleFilter::kBicubic;
   if (filter == "bilinear") {
@@ -174,8 +175,8 @@ Tensor resample_plan(int64_t in_size, int64_t out_size, std::string filter, std:
   }
   const std::vector<int32_t> plan = make_resample_plan(in_size, out_size, f, ref);
   const int64_t n = static_cast<int64_t>(plan.size());
-  Tensor t = new_contiguous(torch::headeronly::IntHeaderOnlyArrayRef(&n, 1), ScalarType::Int,
-                            aoti_torch_device_type_cpu(), 0);
+  Tensor t =
+      new_contiguous(torch::headeronly::IntHeaderOnlyArrayRef(&n, 1), ScalarType::Int, aoti_torch_device_type_cpu(), 0);
   std::memcpy(t.mutable_data_ptr(), plan.data(), plan.size() * sizeof(int32_t));
   return t;
 }

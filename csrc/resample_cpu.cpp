@@ -80,9 +80,9 @@ void multiply_add_rows16_generic(const u8x16* columns, int64_t xa, int64_t step,
 
 #if defined(FIN_X86)
 // The clamp to [0, 255] of a sum shifted down is packs (to int16, saturating) then packus (to uint8).
-__attribute__((target("avx2"))) void multiply_add_rows16_avx2(const u8x16* columns, int64_t xa, int64_t step,
-                                                              int64_t g, const int32_t* plan, int64_t plan_begin,
-                                                              int64_t count, u8x16* results) {
+__attribute__((target("avx2"))) void multiply_add_rows16_avx2(const u8x16* columns, int64_t xa, int64_t step, int64_t g,
+                                                              const int32_t* plan, int64_t plan_begin, int64_t count,
+                                                              u8x16* results) {
   const ResampleAxis axis = resample_axis(plan);
   const __m256i init = _mm256_set1_epi32(int32_t{1} << (axis.precision - 1));
   const __m128i shift = _mm_cvtsi32_si128(axis.precision);
@@ -171,8 +171,8 @@ FIN_CPU_CLONES void horizontal_rows16(const uint8_t* const rows[16], int64_t ori
 // out + c * out_plane + i * out_row. Blocks of 16 rows take horizontal_rows16 where the layout allows
 // (channels interleaved, HWC; or each channel's elements contiguous, CHW), single rows otherwise.
 void horizontal_pass(const uint8_t* src, int64_t src_plane, int64_t src_row, int64_t step, int64_t channels,
-                     int64_t rows, int64_t origin, const int32_t* plan, int64_t plan_begin, int64_t count,
-                     uint8_t* out, int64_t out_plane, int64_t out_row) {
+                     int64_t rows, int64_t origin, const int32_t* plan, int64_t plan_begin, int64_t count, uint8_t* out,
+                     int64_t out_plane, int64_t out_row) {
 #if defined(FIN_RESAMPLE_ROWS16)
   const bool interleaved = step == channels && src_plane == 1;
   if (interleaved || step == 1) {
@@ -255,7 +255,8 @@ void resample_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t
     const int64_t r0 = first[0], r1 = last[0] + last[1];
     s.first.resize(static_cast<size_t>(C * (r1 - r0) * w));
     s.acc.resize(static_cast<size_t>(w));
-    horizontal_pass(image + r0 * sh, sc, sh, sw, C, r1 - r0, 0, p.col_plan, p.left, w, s.first.data(), (r1 - r0) * w, w);
+    horizontal_pass(image + r0 * sh, sc, sh, sw, C, r1 - r0, 0, p.col_plan, p.left, w, s.first.data(), (r1 - r0) * w,
+                    w);
     for (int64_t c = 0; c < C; ++c) {
       const uint8_t* h = s.first.data() + c * (r1 - r0) * w;
       for (int64_t y = 0; y < rows; ++y) {
@@ -286,7 +287,8 @@ void resample_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t
         }
       } else {
         for (int64_t c = 0; c < C; ++c) {
-          vertical_row(image + c * sc + q0 * sw, sh, sw, p.row_plan, o, 0, q, s.acc.data(), planes + (c * rows + y) * q);
+          vertical_row(image + c * sc + q0 * sw, sh, sw, p.row_plan, o, 0, q, s.acc.data(),
+                       planes + (c * rows + y) * q);
         }
       }
     }

@@ -105,7 +105,7 @@ struct ResampleGeometry {
 };
 
 FIN_NO_FP_CONTRACT_ATTR inline ResampleGeometry resample_geometry(int64_t in_size, int64_t out_size,
-                                                                 ResampleFilter filter) {
+                                                                  ResampleFilter filter) {
   FIN_NO_FP_CONTRACT
   // Pillow divides the box's width (a float) by the size; torch divides the sizes as doubles: the same
   // double for any size below 2^24.
@@ -245,16 +245,16 @@ struct ResampledSource {
 //            one resampled frame repeated T times.
 struct ResizePlan {
   int64_t batch, channels, in_h, in_w;
-  int64_t out_h, out_w;                         // the resampled image (before the crop)
-  int64_t top, left, crop_h, crop_w;            // the crop, inside the resampled image
-  std::array<int64_t, 4> strides;               // input's, in elements: b, c, h, w
-  const int32_t* row_plan;                      // vertical pass coefficients, nullptr when out_h == in_h
-  const int32_t* col_plan;                      // horizontal pass coefficients, nullptr when out_w == in_w
-  bool vertical_first;                          // both passes: which comes first
+  int64_t out_h, out_w;               // the resampled image (before the crop)
+  int64_t top, left, crop_h, crop_w;  // the crop, inside the resampled image
+  std::array<int64_t, 4> strides;     // input's, in elements: b, c, h, w
+  const int32_t* row_plan;            // vertical pass coefficients, nullptr when out_h == in_h
+  const int32_t* col_plan;            // horizontal pass coefficients, nullptr when out_w == in_w
+  bool vertical_first;                // both passes: which comes first
   ResampleFilter filter;
-  int64_t temporal, patch, merge;               // patch == 0: planar output
-  StridedLayout layout;  // output order -> offsets into the virtual [B, C, crop_h, crop_w]
-  int64_t numel;                                // of the output
+  int64_t temporal, patch, merge;  // patch == 0: planar output
+  StridedLayout layout;            // output order -> offsets into the virtual [B, C, crop_h, crop_w]
+  int64_t numel;                   // of the output
   // The input rows (horizontal first) or columns (vertical first) the first pass must produce for the crop:
   // [first_begin, first_end). Unused with one pass.
   int64_t first_begin, first_end;

@@ -227,8 +227,14 @@ class FusedInputNorm(nn.Module):
         _check_visual_dtype("FusedInputNorm.patchify", visual_dtype)
         if min_pixels is not None or max_pixels is not None:
             return self._patchify_resized(
-                images, visual_dtype, (temporal_patch_size, patch_size, merge_size), channel_dim, min_pixels,
-                max_pixels, resample, reference,
+                images,
+                visual_dtype,
+                (temporal_patch_size, patch_size, merge_size),
+                channel_dim,
+                min_pixels,
+                max_pixels,
+                resample,
+                reference,
             )
         views, grid_thw = patch_views(images, self.channel, patch_size, temporal_patch_size, merge_size, channel_dim)
         device = views[0].device
@@ -246,7 +252,9 @@ class FusedInputNorm(nn.Module):
                 ops.affine_out(view_rows.view(view.shape), view, self.weight, self.bias, PATCH_CHANNEL_DIM)
         return pixel_values, grid_thw
 
-    def _patchify_resized(self, images, visual_dtype, patches, channel_dim, min_pixels, max_pixels, resample, reference):
+    def _patchify_resized(
+        self, images, visual_dtype, patches, channel_dim, min_pixels, max_pixels, resample, reference
+    ):
         where = "FusedInputNorm.patchify"
         check_resample(where, resample, reference)
         frames, sizes, grid_thw = resized_patch_plan(images, self.channel, patches, channel_dim, min_pixels, max_pixels)
@@ -254,7 +262,9 @@ class FusedInputNorm(nn.Module):
         rows = [(h // patch) * (w // patch) for h, w in sizes]
         device = frames[0].device
         weight, bias = self._resize_params(where, device)
-        pixel_values = torch.empty(sum(rows), self.channel * temporal * patch * patch, dtype=visual_dtype, device=device)
+        pixel_values = torch.empty(
+            sum(rows), self.channel * temporal * patch * patch, dtype=visual_dtype, device=device
+        )
         for image, size, image_rows in zip(frames, sizes, pixel_values.split(rows), strict=True):
             resize_into(image_rows, image, weight, bias, size, (0, 0, *size), resample, reference, self._plans, patches)
         return pixel_values, grid_thw
@@ -289,7 +299,9 @@ class FusedInputNorm(nn.Module):
         if images.dtype != torch.uint8:
             raise TypeError(f"{where}: images must be torch.uint8 (the references resample uint8), got {images.dtype}")
         if channel_dim not in (-3, -1) or isinstance(channel_dim, bool):
-            raise ValueError(f"{where}: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}")
+            raise ValueError(
+                f"{where}: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}"
+            )
         if images.dim() not in (3, 4) or images.shape[channel_dim] != self.channel:
             layout = "[C, H, W] or [B, C, H, W]" if channel_dim == -3 else "[H, W, C] or [B, H, W, C]"
             raise ValueError(

@@ -81,7 +81,17 @@ def resize_affine_out(
     merge_size). `vertical_first` is the reference's pass order (fused_input_norm.resize.pass_order)."""
     try:
         _RESIZE_AFFINE_OUT(
-            out, input, weight, bias, row_plan, col_plan, list(size), list(crop), resample, vertical_first, list(patches)
+            out,
+            input,
+            weight,
+            bias,
+            row_plan,
+            col_plan,
+            list(size),
+            list(crop),
+            resample,
+            vertical_first,
+            list(patches),
         )
     except RuntimeError as error:
         raise _typed(error) from None
@@ -223,9 +233,7 @@ def _resize_affine_out_fake(
                     f"({expected} values), got shape {list(plan.shape)}"
                 )
     if row_plan is None and col_plan is None:
-        raise ValueError(
-            f"{_RESIZE_OP}: size equals the input's: nothing to resample (use affine_out on a crop view)"
-        )
+        raise ValueError(f"{_RESIZE_OP}: size equals the input's: nothing to resample (use affine_out on a crop view)")
     if len(crop) != 4:
         raise ValueError(f"{_RESIZE_OP}: crop must be (top, left, height, width), got {list(crop)}")
     top, left, h, w = crop

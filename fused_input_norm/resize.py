@@ -72,7 +72,9 @@ def vertical_first(rule: str | None, in_h: int, in_w: int, out_h: int, out_w: in
 
 def check_resample(where: str, resample: object, reference: object) -> None:
     if resample not in ops.RESAMPLE_FILTERS:
-        raise ValueError(f"{where}: resample must be one of {', '.join(map(repr, ops.RESAMPLE_FILTERS))}, got {resample!r}")
+        raise ValueError(
+            f"{where}: resample must be one of {', '.join(map(repr, ops.RESAMPLE_FILTERS))}, got {resample!r}"
+        )
     if reference not in REFERENCES:
         raise ValueError(f"{where}: reference must be one of {', '.join(map(repr, REFERENCES))}, got {reference!r}")
 
@@ -94,7 +96,9 @@ class PlanCache:
     def __init__(self) -> None:
         self._plans: dict[tuple, torch.Tensor] = {}
 
-    def get(self, in_size: int, out_size: int, resample: str, reference: str, device: torch.device) -> torch.Tensor | None:
+    def get(
+        self, in_size: int, out_size: int, resample: str, reference: str, device: torch.device
+    ) -> torch.Tensor | None:
         if in_size == out_size:
             return None  # both references skip a pass whose size does not change
         algorithm = "torchvision" if reference == "torchvision" else "pil"
