@@ -184,8 +184,19 @@ def _affine_out_fake(out, input, weight, bias, dim=1):
         raise ValueError(f"fused_input_norm.affine_out: out must be contiguous, got stride {list(out.stride())}")
 
 
+_PLAN_OP = "fused_input_norm.resample_plan"
+_MAX_SIDE = 1 << 24  # the planner's doubles and int32 bounds stay exact below it
+
+
 @torch.library.register_fake("fused_input_norm::resample_plan")
 def _resample_plan_fake(in_size, out_size, resample="bicubic", reference="pil"):
+    # The C++ planner's checks, in its order and words (resample.cpp).
+    if not (1 <= in_size < _MAX_SIDE and 1 <= out_size < _MAX_SIDE):
+        raise ValueError(f"{_PLAN_OP}: in_size and out_size must be in [1, 2^24), got {in_size} and {out_size}")
+    if reference not in ("pil", "torchvision"):
+        raise ValueError(f"{_PLAN_OP}: reference must be 'pil' or 'torchvision', got '{reference}'")
+    if resample not in RESAMPLE_FILTERS:
+        raise ValueError(f"{_PLAN_OP}: resample must be 'bilinear' or 'bicubic', got '{resample}'")
     return torch.empty(_plan_numel(in_size, out_size, resample), dtype=torch.int32)
 
 
@@ -209,11 +220,15 @@ def _resize_affine_out_fake(
     if input.dim() != 4:
         raise ValueError(f"{_RESIZE_OP}: input must be 4-D [B, C, H, W], got shape {list(input.shape)}")
     batch, channels, in_h, in_w = input.shape
+    if in_h < 1 or in_w < 1:
+        raise ValueError(f"{_RESIZE_OP}: input must have H, W >= 1, got shape {list(input.shape)}")
     _check_args("resize_affine_out", input, weight, bias, 1)
     if resample not in RESAMPLE_FILTERS:
         raise ValueError(f"{_RESIZE_OP}: resample must be 'bilinear' or 'bicubic', got '{resample}'")
     if len(size) != 2 or size[0] < 1 or size[1] < 1:
         raise ValueError(f"{_RESIZE_OP}: size must be (height, width) >= 1, got {list(size)}")
+    if max(in_h, in_w, *size) >= _MAX_SIDE:
+        raise ValueError(f"{_RESIZE_OP}: image sides must be below 2^24")
     for name, plan, n_in, n_out in (("row_plan", row_plan, in_h, size[0]), ("col_plan", col_plan, in_w, size[1])):
         if n_in != n_out and plan is None:
             raise ValueError(f"{_RESIZE_OP}: {name} is required: the axis is resampled from {n_in} to {n_out}")

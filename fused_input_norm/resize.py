@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from . import ops
 
@@ -108,7 +109,11 @@ class PlanCache:
             plan = ops.resample_plan(in_size, out_size, resample, algorithm)
             if device.type != "cpu":
                 plan = plan.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else plan.to(device)
-            self._plans[key] = plan
+            # While tracing (torch.compile, torch.export, FakeTensorMode) the plan is a fake tensor: caching it
+            # would hand later eager calls a tensor with no data. (is_compiling first: dynamo cannot trace
+            # is_fake.)
+            if not torch.compiler.is_compiling() and not is_fake(plan):
+                self._plans[key] = plan
         return plan
 
 
