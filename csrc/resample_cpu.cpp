@@ -233,6 +233,25 @@ FIN_CPU_CLONES void vertical_row(const uint8_t* src, int64_t row_stride, int64_t
   vertical_row_impl<0>(src, row_stride, col_step, plan, o, tap_offset, count, acc, out);
 }
 
+// Interleaved pixels [n][C] to C planes (plane c at out + c * plane_stride).
+void split_channels(const uint8_t* __restrict in, int64_t channels, int64_t n, uint8_t* __restrict out,
+                    int64_t plane_stride) {
+  if (channels == 3) {  // the common case, with constant strides the compiler vectorizes
+    uint8_t* __restrict r = out;
+    uint8_t* __restrict g = out + plane_stride;
+    uint8_t* __restrict b = out + 2 * plane_stride;
+    for (int64_t x = 0; x < n; ++x) {
+      r[x] = in[3 * x];
+      g[x] = in[3 * x + 1];
+      b[x] = in[3 * x + 2];
+    }
+    return;
+  }
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t x = 0; x < n; ++x) out[c * plane_stride + x] = in[x * channels + c];
+  }
+}
+
 // Per-thread scratch, grown as needed and kept between calls.
 struct Scratch {
   std::vector<uint8_t> first, band, row;
@@ -280,11 +299,9 @@ void resample_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t
     for (int64_t y = 0; y < rows; ++y) {
       const int64_t o = p.top + y0 + y;
       if (interleaved) {
-        vertical_row(image + q0 * sw, sh, 1, p.row_plan, o, 0, q * C, s.acc.data(), s.row.data());
-        for (int64_t c = 0; c < C; ++c) {
-          uint8_t* to = planes + (c * rows + y) * q;
-          for (int64_t x = 0; x < q; ++x) to[x] = s.row[x * C + c];
-        }
+        uint8_t* row = s.row.data();
+        vertical_row(image + q0 * sw, sh, 1, p.row_plan, o, 0, q * C, s.acc.data(), row);
+        split_channels(row, C, q, planes + y * q, rows * q);
       } else {
         for (int64_t c = 0; c < C; ++c) {
           vertical_row(image + c * sc + q0 * sw, sh, sw, p.row_plan, o, 0, q, s.acc.data(),

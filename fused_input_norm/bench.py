@@ -1,7 +1,7 @@
 """Side-by-side benchmark: this op against what engines run today and against bare converting copies.
 
     python -m fused_input_norm.bench [--device cpu|cuda] [--reps N] [--cases REGEX] [--no-compile]
-                                     [--json FILE] [--plot FILE.png]
+                                     [--resize-threads 1,N] [--json FILE] [--plot FILE.png]
 
 Each case is a layout an engine feeds (patch rows, NCHW, NHWC, HWC viewed as CHW, Qwen2-VL patch views
 of images and videos, a misaligned slice, a broadcast batch). Its methods are timed interleaved in one
@@ -12,10 +12,18 @@ torch.compile runs last, in a subprocess of its own, so that its compile work an
 the other methods (in one process with it, the 5120-patch op once took 11.8 ms instead of 0.6 ms on 2 CPU
 cores). That subprocess re-times `op (out=)` interleaved with the compiled code: compiled/op stays a
 same-run ratio.
+
+The resize cases (names starting "resize"; `--cases ^resize` runs only them) time the exact uint8 resize
+fused with normalize and layout (FusedInputNorm.patchify with max_pixels, FusedInputNorm.resize with crop)
+on real-photo pixels, against torchvision's uint8 resize alone, Pillow's resize alone and the default
+transformers processor (normalize off and in full), interleaved, on the CPU, at 1 thread and at the default
+thread count (`--resize-threads`). They need torchvision, Pillow, transformers and scikit-image, have no
+compiled baseline, and report each ratio against its target (met / not met).
 """
 
 import argparse
 import datetime
+import functools
 import importlib.util
 import json
 import os
@@ -34,6 +42,7 @@ import torch.nn.functional as F
 
 from .module import FusedInputNorm
 from .ops import affine, affine_out
+from .resize import smart_resize
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
@@ -257,17 +266,269 @@ def clip_norm(device: torch.device) -> FusedInputNorm:
         return FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
 
 
+# ----- Resize: the exact uint8 resize fused with normalize and layout, against what engines run today -----
+
+# Method names, as they appear in the report.
+OURS_TV, OURS_PIL = "ours, reference=torchvision", "ours, reference=pil (HWC)"
+TV_RESIZE, PIL_RESIZE = "torchvision resize u8->u8", "Pillow resize"
+PROC_U8, PROC_FULL = "processor, normalize off", "processor, full"
+# name -> (numerator, denominator, "<=" or ">=", bound, the thread count it is set for or None for any)
+RESIZE_TARGETS = {
+    "reference=torchvision / torchvision resize": (OURS_TV, TV_RESIZE, "<=", 1.0, None),
+    "reference=pil / torchvision resize": (OURS_PIL, TV_RESIZE, "<=", 1.3, None),
+    "Pillow resize / reference=pil": (PIL_RESIZE, OURS_PIL, ">=", 3.0, 1),  # Pillow is single-threaded
+}
+SHORT_NAMES = {  # for the Markdown table and the plot
+    OURS_TV: "ours tv",
+    OURS_PIL: "ours pil",
+    TV_RESIZE: "tv resize",
+    PIL_RESIZE: "Pillow",
+    PROC_U8: "proc. u8",
+    PROC_FULL: "proc. full",
+}
+RESIZE_RATIOS = {  # printed without a target
+    "processor normalize off / reference=torchvision": (PROC_U8, OURS_TV),
+    "processor full / reference=torchvision": (PROC_FULL, OURS_TV),
+}
+RESIZE_DEPENDENCIES = ("torchvision", "PIL", "transformers", "skimage")
+
+
+@dataclass(frozen=True)
+class ResizeCase:
+    name: str
+    photo: tuple[int, int]  # (height, width) of the native photo
+    model: str  # "qwen2vl": smart_resize (default bounds) to patch rows; "clip": shortest edge 224, center crop 224
+
+
+RESIZE_CASES = [
+    ResizeCase("resize qwen2vl 800x600 photo u8->bf16 rows", (600, 800), "qwen2vl"),
+    ResizeCase("resize qwen2vl 1920x1080 photo u8->bf16 rows", (1080, 1920), "qwen2vl"),
+    ResizeCase("resize qwen2vl 4032x3024 photo u8->bf16 rows", (3024, 4032), "qwen2vl"),
+    ResizeCase("resize clip 224 (shortest edge + center crop) 1920x1080 photo u8->bf16 NCHW", (1080, 1920), "clip"),
+]
+
+
+def missing_resize_dependencies() -> list[str]:
+    return [name for name in RESIZE_DEPENDENCIES if importlib.util.find_spec(name) is None]
+
+
+@dataclass
+class ResizeInputs:
+    """One photo in every form a method takes, the default processor, and the geometry it resizes to."""
+
+    hwc: torch.Tensor  # uint8 [H, W, 3], contiguous: what a PIL-decoded image gives
+    chw: torch.Tensor  # uint8 [3, H, W], contiguous: what the default processor resizes
+    image: object  # the PIL image
+    processor: object  # Qwen2VLImageProcessor or CLIPImageProcessor (torchvision backend)
+    norm: FusedInputNorm  # the processor's rescale and normalize
+    size: tuple[int, int]  # (height, width) of the resized image
+    crop: tuple[int, int, int, int] | None  # (top, left, height, width) inside it; None: all of it
+    bounds: dict  # patchify's min_pixels / max_pixels (Qwen2-VL)
+
+
+@functools.cache
+def _source_photo():
+    import numpy as np
+    from skimage import data
+
+    return np.ascontiguousarray(data.coffee())  # a real photo, 400x600x3
+
+
+def resize_photo(height: int, width: int) -> torch.Tensor:
+    """A real photo as uint8 [H, W, 3]: scikit-image's coffee, resized once by Pillow (bicubic)."""
+    import numpy as np
+    from PIL import Image
+
+    image = Image.fromarray(_source_photo()).resize((width, height), Image.Resampling.BICUBIC)
+    return torch.from_numpy(np.array(image))
+
+
+def clip_geometry(height: int, width: int, shortest_edge: int, crop_h: int, crop_w: int):
+    """transformers' geometry: the short side to `shortest_edge`, the long one int(shortest_edge * long /
+    short); then center_crop's top = (h - crop_h) // 2, left = (w - crop_w) // 2."""
+    if width <= height:
+        size = (int(shortest_edge * height / width), shortest_edge)
+    else:
+        size = (shortest_edge, int(shortest_edge * width / height))
+    return size, ((size[0] - crop_h) // 2, (size[1] - crop_w) // 2, crop_h, crop_w)
+
+
+def make_resize_inputs(case: ResizeCase) -> ResizeInputs:
+    import transformers
+    from PIL import Image
+
+    hwc = resize_photo(*case.photo)
+    chw = hwc.permute(2, 0, 1).contiguous()
+    if case.model == "qwen2vl":
+        processor = transformers.Qwen2VLImageProcessor()
+        bounds = {"min_pixels": processor.size["shortest_edge"], "max_pixels": processor.size["longest_edge"]}
+        size = smart_resize(*case.photo, processor.patch_size * processor.merge_size, **bounds)
+        crop = None
+    elif case.model == "clip":
+        processor = transformers.CLIPImageProcessor()
+        crop_size = (processor.crop_size["height"], processor.crop_size["width"])
+        size, crop = clip_geometry(*case.photo, processor.size["shortest_edge"], *crop_size)
+        bounds = {}
+    else:
+        raise ValueError(f"{case.name}: unknown model {case.model!r}")
+    keys = ("do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std")
+    norm = FusedInputNorm.from_preprocessor_config({k: getattr(processor, k) for k in keys})
+    return ResizeInputs(hwc, chw, Image.fromarray(hwc.numpy()), processor, norm, size, crop, bounds)
+
+
+def resize_methods(case: ResizeCase, inp: ResizeInputs, dtype: torch.dtype = bf16) -> dict[str, Callable[[], object]]:
+    """Our two references (the whole call: resize, normalize, layout), then the others, on the CPU."""
+    import torchvision.transforms.v2.functional as tvF
+    from PIL import Image
+    from torchvision.transforms import InterpolationMode
+
+    norm, chw, hwc, size = inp.norm, inp.chw, inp.hwc, inp.size
+    if case.model == "qwen2vl":
+
+        def ours_tv():
+            return norm.patchify(chw, dtype, reference="torchvision", **inp.bounds)[0]
+
+        def ours_pil():
+            return norm.patchify(hwc, dtype, channel_dim=-1, reference="pil", **inp.bounds)[0]
+
+    else:
+
+        def ours_tv():
+            return norm.resize(chw, dtype, size, reference="torchvision", crop=inp.crop)
+
+        def ours_pil():
+            return norm.resize(hwc, dtype, size, reference="pil", crop=inp.crop, channel_dim=-1)
+
+    processor = inp.processor
+    return {
+        OURS_TV: ours_tv,
+        OURS_PIL: ours_pil,
+        TV_RESIZE: lambda: tvF.resize(chw, list(size), InterpolationMode.BICUBIC, antialias=True),
+        PIL_RESIZE: lambda: inp.image.resize((size[1], size[0]), Image.Resampling.BICUBIC),
+        PROC_U8: lambda: processor(chw, do_rescale=False, do_normalize=False, return_tensors="pt")["pixel_values"],
+        PROC_FULL: lambda: processor(chw, return_tensors="pt")["pixel_values"],
+    }
+
+
+def _crop(x: torch.Tensor, crop: tuple[int, int, int, int] | None) -> torch.Tensor:
+    if crop is None:
+        return x
+    top, left, height, width = crop
+    return x[..., top : top + height, left : left + width]
+
+
+def check_resize(case: ResizeCase, inp: ResizeInputs) -> float:
+    """A benchmark of a wrong result is worthless. Before timing, in fp32: our resized pixels equal
+    torchvision's and Pillow's uint8 resize exactly, the whole calls equal the module's normalize of those
+    uint8 images exactly, and reference="torchvision" is within 1e-6 of the default processor (the max
+    difference is returned)."""
+    import numpy as np
+
+    methods = resize_methods(case, inp, torch.float32)
+    tv = methods[TV_RESIZE]()
+    pil = torch.from_numpy(np.array(methods[PIL_RESIZE]())).permute(2, 0, 1)
+    identity = FusedInputNorm.identity()
+    for reference, x, channel_dim, want in (("torchvision", inp.chw, -3, tv), ("pil", inp.hwc, -1, pil)):
+        got = identity.resize(x, torch.float32, inp.size, reference=reference, channel_dim=channel_dim)
+        torch.testing.assert_close(got, want.to(torch.float32), rtol=0, atol=0, msg=f"{case.name}: {reference}")
+    if case.model == "qwen2vl":
+        expected = {
+            OURS_TV: inp.norm.patchify(tv, torch.float32)[0],
+            OURS_PIL: inp.norm.patchify(pil, torch.float32)[0],
+        }
+    else:
+        expected = {
+            OURS_TV: inp.norm(_crop(tv, inp.crop), torch.float32),
+            OURS_PIL: inp.norm(_crop(pil, inp.crop), torch.float32),
+        }
+    got = {name: methods[name]() for name in expected}
+    for name, want in expected.items():
+        torch.testing.assert_close(got[name], want, rtol=0, atol=0, msg=f"{case.name}: {name}")
+    processor = methods[PROC_FULL]().reshape(got[OURS_TV].shape)
+    diff = (got[OURS_TV] - processor).abs().max().item()
+    if not diff <= 1e-6:
+        raise AssertionError(f"{case.name}: reference='torchvision' differs from the processor by {diff}")
+    return diff
+
+
+def resize_targets(times: dict[str, float], mins: dict[str, float], threads: int) -> dict[str, dict]:
+    """Each target's ratio of medians (and of minima), and whether the median meets it; a target set for
+    another thread count is left out."""
+    targets = {}
+    for name, (a, b, op, bound, at_threads) in RESIZE_TARGETS.items():
+        if a in times and b in times and at_threads in (None, threads):
+            ratio = times[a] / times[b]
+            met = ratio <= bound if op == "<=" else ratio >= bound
+            targets[name] = {"ratio": ratio, "min_ratio": mins[a] / mins[b], "op": op, "bound": bound, "met": met}
+    return targets
+
+
+def run_resize_case(case: ResizeCase, inp: ResizeInputs, threads: int, reps: int, case_budget_s: float) -> dict:
+    """Times the case's methods interleaved at `threads` torch threads (restored afterwards)."""
+    methods = resize_methods(case, inp)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        errors = drop_failing(methods)
+        if OURS_TV in errors or OURS_PIL in errors:  # a bug, not a benchmark result
+            raise RuntimeError(f"{case.name}: the op failed: {errors}")
+        out_shape = tuple(methods[OURS_TV]().shape)
+        samples = sample_interleaved(methods, Timer(torch.device("cpu")), reps, budget_s=case_budget_s)
+    finally:
+        torch.set_num_threads(before)
+    times = {name: statistics.median(s) for name, s in samples.items()}
+    mins = {name: min(s) for name, s in samples.items()}
+    result = {
+        "case": case.name,
+        "threads": threads,
+        "photo": list(case.photo),
+        "size": list(inp.size),
+        "crop": list(inp.crop) if inp.crop is not None else None,
+        "out_shape": list(out_shape),
+        "reps": len(samples[OURS_TV]),
+        "times_ms": times,
+        "min_ms": mins,
+        "ratios": {name: times[a] / times[b] for name, (a, b) in RESIZE_RATIOS.items() if a in times and b in times},
+        "targets": resize_targets(times, mins, threads),
+    }
+    if errors:
+        result["errors"] = errors
+    return result
+
+
+def run_resize(
+    cases: list[ResizeCase], reps: int, threads: list[int], case_budget_s: float, report: dict
+) -> list[dict]:
+    results = []
+    for n, case in enumerate(cases, 1):
+        _progress(f"resize case {n}/{len(cases)}: {case.name}")
+        inp = make_resize_inputs(case)
+        report.setdefault("resize_check_max_diff", {})[case.name] = check_resize(case, inp)
+        for t in threads:
+            _progress(f"  {t} thread{'s' if t > 1 else ''}")
+            results.append(run_resize_case(case, inp, t, reps, case_budget_s))
+    return results
+
+
 def run(
     device: torch.device,
     reps: int,
     with_compile: bool = True,
-    cases: list[Case] = CASES,
+    cases: list[Case | ResizeCase] = CASES,
     case_budget_s: float = 20.0,
+    resize_threads: list[int] | None = None,
 ) -> dict:
-    """Times every case's methods in this process, then torch.compile in a subprocess (see the docstring)."""
+    """Times every case's methods in this process, then torch.compile in a subprocess (see the docstring).
+
+    Resize cases run on the CPU whatever the device, at each of `resize_threads` (default: 1 and the
+    current count), and have no compiled baseline."""
+    resize_cases = [case for case in cases if isinstance(case, ResizeCase)]
+    cases = [case for case in cases if not isinstance(case, ResizeCase)]
     unknown = {case.name for case in cases} - {case.name for case in CASES}
     if with_compile and unknown:
         raise ValueError(f"torch.compile is timed in a subprocess that only knows bench.CASES; unknown: {unknown}")
+    if resize_threads is None:
+        resize_threads = sorted({1, torch.get_num_threads()})
     timer = Timer(device)
     norm = clip_norm(device)
     report = {
@@ -279,8 +540,9 @@ def run(
         "reps": reps,
         "load_average": [os.getloadavg()[0]],
         "results": [],
+        "resize_results": [],
     }
-    if device.type == "cuda":
+    if device.type == "cuda" and cases:
         report["copy_bandwidth_gbs"] = copy_bandwidth_gbs(device, timer, reps)
     for n, case in enumerate(cases, 1):
         _progress(f"case {n}/{len(cases)}: {case.name}")
@@ -303,12 +565,14 @@ def run(
             result["errors"] = errors
         report["results"].append(result)
         del stored, x, methods
-    if device.type == "cuda":
+    if device.type == "cuda" and cases:
         report["graph"] = {
             "case": CASES[SMALL_CASE].name,
             **graph_replay_ms(CASES[SMALL_CASE], norm, device, timer, reps),
         }
-    if with_compile:
+    if resize_cases:
+        report["resize_results"] = run_resize(resize_cases, reps, resize_threads, case_budget_s, report)
+    if with_compile and cases:
         _progress("torch.compile, in a subprocess")
         compiled = run_compiled_subprocess(device, reps, [case.name for case in cases], case_budget_s)
         if compiled is None:
@@ -421,9 +685,74 @@ def format_report(report: dict) -> str:
         lines.append(
             f"{g['case']}: CUDA graph replay {g['graph replay']:.3f} ms, eager launch {g['eager launch']:.3f} ms"
         )
-    lines.append("")
-    lines.append(summary_table(report))
+    if report["results"]:
+        lines.append("")
+        lines.append(summary_table(report))
+    if report.get("resize_results"):
+        lines.append("")
+        lines.append(format_resize(report))
     return "\n".join(lines)
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread{'s' if n > 1 else ''}"
+
+
+def _target(name: str, t: dict) -> str:
+    return (
+        f"{name} {t['ratio']:.2f}x (minima {t['min_ratio']:.2f}x), target {t['op']} {t['bound']:g}x: "
+        f"{'met' if t['met'] else 'NOT MET'}"
+    )
+
+
+def format_resize(report: dict) -> str:
+    """Per case and thread count: each method's median and minimum, its ratio to torchvision's resize, the
+    targets; then one Markdown table."""
+    lines = [
+        "Resize (on the CPU; Pillow is single-threaded at any count): exact uint8 resize fused with normalize and "
+        "layout, u8 -> bf16, against the u8 -> u8 resizes alone and the default transformers processor "
+        "(torchvision backend; its full output is fp32)"
+    ]
+    for r in report["resize_results"]:
+        h, w = r["photo"]
+        crop = f", crop {r['crop'][2]}x{r['crop'][3]} at ({r['crop'][0]}, {r['crop'][1]})" if r["crop"] else ""
+        lines.append("")
+        lines.append(
+            f"{r['case']}  ({w}x{h} -> {r['size'][1]}x{r['size'][0]}{crop}, out {r['out_shape']}; "
+            f"{_threads(r['threads'])}, median of {r['reps']})"
+        )
+        lines.append(f"  {'method':<30}{'median ms':>10}{'min ms':>10}{'vs tv resize':>14}")
+        base = r["times_ms"].get(TV_RESIZE)
+        for name, ms in r["times_ms"].items():
+            rel = f"{ms / base:>13.2f}x" if base else f"{'-':>14}"
+            lines.append(f"  {name:<30}{ms:>10.3f}{r['min_ms'][name]:>10.3f}{rel}")
+        for name, error in r.get("errors", {}).items():
+            lines.append(f"  {name:<30}failed: {error}")
+        for name, t in r["targets"].items():
+            lines.append("  " + _target(name, t))
+        for name, ratio in r["ratios"].items():
+            lines.append(f"  {name} {ratio:.2f}x")
+    lines.append("")
+    lines.append(resize_summary_table(report))
+    return "\n".join(lines)
+
+
+def resize_summary_table(report: dict) -> str:
+    """One Markdown row per resize case and thread count: medians, and the targets' ratios (met or not)."""
+    targets = [
+        f"{SHORT_NAMES[a]} / {SHORT_NAMES[b]} ({op} {bound:g}{', 1 thread' if at == 1 else ''})"
+        for a, b, op, bound, at in RESIZE_TARGETS.values()
+    ]
+    head = ["case", "threads", *SHORT_NAMES.values(), *targets]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in report["resize_results"]:
+        t = r["times_ms"]
+        cells = [r["case"], str(r["threads"]), *(_ms(t[k]) if k in t else "-" for k in SHORT_NAMES)]
+        for name in RESIZE_TARGETS:
+            target = r["targets"].get(name)
+            cells.append(f"{target['ratio']:.2f} {'met' if target['met'] else 'not met'}" if target else "-")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
 
 
 def summary_table(report: dict) -> str:
@@ -444,58 +773,104 @@ def _ms(ms: float) -> str:
 
 
 def plot(report: dict, path: str) -> None:
+    """One panel per affine case, then one per resize case and thread count."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = report["results"]
-    cols = 2 if len(results) > 3 else 1
-    rows = (len(results) + cols - 1) // cols
+    panels = [(_affine_panel, r) for r in report["results"]]
+    panels += [(_resize_panel, r) for r in report.get("resize_results", [])]
+    cols = 2 if len(panels) > 3 else 1
+    rows = max(1, (len(panels) + cols - 1) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(9 * cols, 2.9 * rows), squeeze=False, layout="constrained")
-    for ax in axes.flat[len(results) :]:
+    for ax in axes.flat[len(panels) :]:
         ax.set_visible(False)
-    for ax, r in zip(axes.flat, results, strict=False):
-        t = r["times_ms"]
-        names = list(t)
-        colors = {OP_OUT: "tab:green", OP_ALLOC: "tab:green", OP_OUT_COMPILE_RUN: "#98df8a"}
-        colors = [colors.get(n, "white" if n in FLOORS else "tab:gray") for n in names]
-        bars = ax.barh(names, [t[n] for n in names], color=colors, edgecolor="black", linewidth=0.6)
-        for bar, name in zip(bars, names, strict=True):
-            if name in FLOORS:
-                bar.set_hatch("///")
-        ax.set_xscale("log")
-        # The floors as lines across the whole panel, so every bar reads against them.
-        for floor, color, style in ((COPY_CONTIG, "tab:blue", "--"), (COPY_VIEW, "tab:red", ":")):
-            if floor in t:
-                ax.axvline(t[floor], color=color, linestyle=style, linewidth=1.2)
-        lo, hi = min(t.values()), max(t.values())
-        ax.set_xlim(lo / 1.6, hi * 6)  # room for the labels right of the longest bar
-        for bar, name in zip(bars, names, strict=True):
-            op = t[OP_OUT_COMPILE_RUN if name == COMPILED else OP_OUT]
-            ax.text(
-                bar.get_width() * 1.08,
-                bar.get_y() + bar.get_height() / 2,
-                f"{_ms(t[name])}  {t[name] / op:.2f}x op",
-                va="center",
-                fontsize=7,
-            )
+    for ax, (draw, r) in zip(axes.flat, panels, strict=False):
+        draw(ax, r)
         ax.invert_yaxis()
         ax.tick_params(axis="y", labelsize=7)
         ax.tick_params(axis="x", labelsize=7)
-        rt = "   ".join(f"{k} {v:.2f}" for k, v in r["ratios"].items())
-        ax.set_title(f"{r['case']}  ({r['bytes'] / 1e6:.0f} MB, median of {r['reps']})\n{rt}", fontsize=8)
+        ax.set_xscale("log")
         ax.set_xlabel("ms per call (log)", fontsize=7)
     device = report["device"] if report["device"] != "cpu" else "CPU"
+    legend = []
+    if report["results"]:
+        legend.append(
+            "green: this op (light: re-timed beside torch.compile, in its own process); hatched: the floors, "
+            "converting copies; blue dashed line: contiguous copy; red dotted line: copy_(view); ratios vs op (out=) "
+            "of the same run"
+        )
+    if report.get("resize_results"):
+        legend.append(
+            "resize (CPU): green: ours, whole call u8 -> bf16; hatched: the u8 -> u8 resizes alone; blue dashed line: "
+            "torchvision's resize; ratios vs it, of the same run"
+        )
     fig.suptitle(
         f"fused_input_norm: {device}, {report['cpu_model']}, {report['threads']} threads, "
-        f"median of up to {report['reps']} reps, torch {report['torch']}, {report['date']}\n"
-        "green: this op (light: re-timed beside torch.compile, in its own process); hatched: the floors, converting "
-        "copies; blue dashed line: contiguous copy; red dotted line: copy_(view); ratios vs op (out=) of the same run",
+        f"median of up to {report['reps']} reps, torch {report['torch']}, {report['date']}\n" + "\n".join(legend),
         fontsize=9,
     )
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _bars(
+    ax, t: dict[str, float], colors: dict[str, str], hatched: tuple[str, ...], base: Callable[[str], float], unit: str
+):
+    names = list(t)
+    bars = ax.barh(
+        names, [t[n] for n in names], color=[colors.get(n, "tab:gray") for n in names], edgecolor="black", linewidth=0.6
+    )
+    for bar, name in zip(bars, names, strict=True):
+        if name in hatched:
+            bar.set_hatch("///")
+    lo, hi = min(t.values()), max(t.values())
+    ax.set_xlim(lo / 1.6, hi * 6)  # room for the labels right of the longest bar
+    for bar, name in zip(bars, names, strict=True):
+        ax.text(
+            bar.get_width() * 1.08,
+            bar.get_y() + bar.get_height() / 2,
+            f"{_ms(t[name])}  {t[name] / base(name):.2f}x {unit}",
+            va="center",
+            fontsize=7,
+        )
+
+
+def _affine_panel(ax, r: dict) -> None:
+    t = r["times_ms"]
+    colors = {
+        OP_OUT: "tab:green",
+        OP_ALLOC: "tab:green",
+        OP_OUT_COMPILE_RUN: "#98df8a",
+        **dict.fromkeys(FLOORS, "white"),
+    }
+    _bars(ax, t, colors, FLOORS, lambda name: t[OP_OUT_COMPILE_RUN if name == COMPILED else OP_OUT], "op")
+    # The floors as lines across the whole panel, so every bar reads against them.
+    for floor, color, style in ((COPY_CONTIG, "tab:blue", "--"), (COPY_VIEW, "tab:red", ":")):
+        if floor in t:
+            ax.axvline(t[floor], color=color, linestyle=style, linewidth=1.2)
+    rt = "   ".join(f"{k} {v:.2f}" for k, v in r["ratios"].items())
+    ax.set_title(f"{r['case']}  ({r['bytes'] / 1e6:.0f} MB, median of {r['reps']})\n{rt}", fontsize=8)
+
+
+def _resize_panel(ax, r: dict) -> None:
+    t = r["times_ms"]
+    colors = {OURS_TV: "tab:green", OURS_PIL: "tab:green", TV_RESIZE: "white", PIL_RESIZE: "white"}
+    base = t.get(TV_RESIZE, t[OURS_TV])
+    _bars(ax, t, colors, (TV_RESIZE, PIL_RESIZE), lambda name: base, "tv resize" if TV_RESIZE in t else "ours tv")
+    ax.axvline(base, color="tab:blue", linestyle="--", linewidth=1.2)
+    rt = "   ".join(
+        f"{SHORT_NAMES[a]}/{SHORT_NAMES[b]} {v['ratio']:.2f} ({v['op']} {v['bound']:g}: {'met' if v['met'] else 'not met'})"
+        for k, v in r["targets"].items()
+        for a, b, *_ in [RESIZE_TARGETS[k]]
+    )
+    h, w = r["photo"]
+    ax.set_title(
+        f"{r['case']}  ({w}x{h} -> {r['size'][1]}x{r['size'][0]}, {_threads(r['threads'])}, median of {r['reps']})"
+        f"\n{rt}",
+        fontsize=8,
+    )
 
 
 def main(argv: list[str] | None = None) -> dict | None:
@@ -503,7 +878,15 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--reps", type=int, default=15, help="rounds per case (fewer for a slow case: --case-budget-s)")
     parser.add_argument("--case-budget-s", type=float, default=20.0, help="about this many seconds of rounds per case")
-    parser.add_argument("--cases", metavar="REGEX", help="only the cases whose name matches")
+    parser.add_argument(
+        "--cases", metavar="REGEX", help="only the cases whose name matches ('^resize': only the resize cases)"
+    )
+    parser.add_argument(
+        "--resize-threads",
+        metavar="N[,N...]",
+        type=_thread_counts,
+        help="torch thread counts the resize cases run at (default: 1 and the current count)",
+    )
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (~1 min of compiling on CPU)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON ('-' for stdout)")
     parser.add_argument("--plot", metavar="FILE.png", help="bar chart (needs matplotlib)")
@@ -511,14 +894,23 @@ def main(argv: list[str] | None = None) -> dict | None:
     args = parser.parse_args(argv)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         parser.error("--plot needs matplotlib: pip install matplotlib (or the package's [plot] extra)")
-    cases = [case for case in CASES if args.cases is None or re.search(args.cases, case.name)]
+    all_cases = [*CASES, *RESIZE_CASES]
+    cases = [case for case in all_cases if args.cases is None or re.search(args.cases, case.name)]
     if not cases:
-        parser.error(f"--cases {args.cases!r} matches none of: {', '.join(case.name for case in CASES)}")
+        parser.error(f"--cases {args.cases!r} matches none of: {', '.join(case.name for case in all_cases)}")
     device = torch.device(args.device)
     if args.compiled_worker:
-        compiled_worker(device, args.reps, cases, args.case_budget_s, args.compiled_worker)
+        compiled_worker(
+            device, args.reps, [c for c in cases if isinstance(c, Case)], args.case_budget_s, args.compiled_worker
+        )
         return None
-    report = run(device, args.reps, not args.no_compile, cases, args.case_budget_s)
+    missing = missing_resize_dependencies()
+    if missing and any(isinstance(case, ResizeCase) for case in cases):
+        parser.error(
+            f"the resize cases need {', '.join(missing)} (pip install torchvision pillow transformers scikit-image, "
+            "or the package's [test] extra); --cases can leave them out"
+        )
+    report = run(device, args.reps, not args.no_compile, cases, args.case_budget_s, args.resize_threads)
     if args.json == "-":
         print(json.dumps(report, indent=2))
     else:
@@ -529,6 +921,16 @@ def main(argv: list[str] | None = None) -> dict | None:
     if args.plot:
         plot(report, args.plot)
     return report
+
+
+def _thread_counts(text: str) -> list[int]:
+    try:
+        counts = sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        counts = []
+    if not counts or counts[0] < 1:
+        raise argparse.ArgumentTypeError(f"expected positive thread counts separated by commas, got {text!r}")
+    return counts
 
 
 if __name__ == "__main__":

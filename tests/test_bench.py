@@ -3,6 +3,7 @@ every method, floor and ratio. No timing is asserted."""
 
 import importlib.util
 import math
+import re
 
 import pytest
 import torch
@@ -127,3 +128,161 @@ def test_compiled_code_is_timed_in_a_subprocess_beside_the_op():
 def test_compile_needs_a_case_the_subprocess_knows():
     with pytest.raises(ValueError, match=r"only knows bench\.CASES"):
         bench.run(torch.device("cpu"), reps=1, cases=TINY[:1])
+
+
+# ----- Resize cases: tiny photos, every method, the checks, the targets, the switch -----
+
+RESIZE_TINY = [
+    bench.ResizeCase("resize qwen2vl tiny", (60, 80), "qwen2vl"),  # smart_resize -> 56x84: both axes change
+    bench.ResizeCase("resize clip tiny landscape", (60, 80), "clip"),  # upscale to 224x298, crop the middle
+    bench.ResizeCase("resize clip tiny portrait", (90, 50), "clip"),  # upscale to 403x224
+]
+needs_resize_deps = pytest.mark.skipif(
+    bool(bench.missing_resize_dependencies()),
+    reason=f"the resize cases need {', '.join(bench.missing_resize_dependencies())}",
+)
+
+
+@needs_resize_deps
+@pytest.mark.parametrize("case", RESIZE_TINY, ids=lambda c: c.name)
+def test_resize_methods_produce_what_they_name(case):
+    inp = bench.make_resize_inputs(case)
+    h, w = inp.size
+    assert inp.hwc.shape == (*case.photo, 3) and inp.hwc.dtype == torch.uint8 and inp.hwc.is_contiguous()
+    assert torch.equal(inp.chw, inp.hwc.permute(2, 0, 1)) and inp.chw.is_contiguous()
+    if case.model == "qwen2vl":
+        assert inp.size == (56, 84) and inp.crop is None
+        rows = 2 * 3 * 4  # a still image is one temporal patch of (56 / 14) x (84 / 14) patches
+        out_shape = (rows, 3 * 2 * 14 * 14)
+        processor_shape = out_shape
+    else:
+        assert inp.crop[2:] == (224, 224) and min(inp.size) == 224
+        top, left, _, _ = inp.crop
+        assert (top, left) == ((h - 224) // 2, (w - 224) // 2)
+        out_shape = (3, 224, 224)
+        processor_shape = (1, *out_shape)
+    methods = bench.resize_methods(case, inp)
+    assert list(methods) == [
+        bench.OURS_TV,
+        bench.OURS_PIL,
+        bench.TV_RESIZE,
+        bench.PIL_RESIZE,
+        bench.PROC_U8,
+        bench.PROC_FULL,
+    ]
+    outputs = {name: fn() for name, fn in methods.items()}
+    for name in (bench.OURS_TV, bench.OURS_PIL):
+        assert outputs[name].shape == out_shape and outputs[name].dtype == torch.bfloat16
+    assert outputs[bench.TV_RESIZE].shape == (3, h, w) and outputs[bench.TV_RESIZE].dtype == torch.uint8
+    assert outputs[bench.PIL_RESIZE].size == (w, h) and outputs[bench.PIL_RESIZE].mode == "RGB"
+    assert outputs[bench.PROC_U8].shape == processor_shape and outputs[bench.PROC_U8].dtype == torch.uint8
+    assert outputs[bench.PROC_FULL].shape == processor_shape and outputs[bench.PROC_FULL].dtype == torch.float32
+    # ours (reference="torchvision"), normalize off, is the processor's uint8 output.
+    identity = bench.FusedInputNorm.identity()
+    if case.model == "qwen2vl":
+        ours_u8 = identity.patchify(inp.chw, torch.float32, reference="torchvision", **inp.bounds)[0]
+    else:
+        ours_u8 = identity.resize(inp.chw, torch.float32, inp.size, reference="torchvision", crop=inp.crop)
+    assert torch.equal(ours_u8, outputs[bench.PROC_U8].reshape(out_shape).float())
+
+
+@needs_resize_deps
+@pytest.mark.parametrize("case", RESIZE_TINY, ids=lambda c: c.name)
+def test_check_resize_passes_and_catches_a_wrong_result(case, monkeypatch):
+    inp = bench.make_resize_inputs(case)
+    assert bench.check_resize(case, inp) <= 1e-6  # ours within 1e-6 of the processor, uint8 resizes exact
+    real_resize = bench.FusedInputNorm.resize
+    monkeypatch.setattr(
+        bench.FusedInputNorm, "resize", lambda self, *a, **k: real_resize(self, *a, **k).add(1 / 255 / 0.27)
+    )
+    with pytest.raises(AssertionError):
+        bench.check_resize(case, inp)
+
+
+def test_resize_targets():
+    times = {bench.OURS_TV: 1.0, bench.OURS_PIL: 1.2, bench.TV_RESIZE: 1.0, bench.PIL_RESIZE: 3.5}
+    mins = {bench.OURS_TV: 0.9, bench.OURS_PIL: 1.1, bench.TV_RESIZE: 1.0, bench.PIL_RESIZE: 3.3}
+    one = bench.resize_targets(times, mins, threads=1)
+    assert list(one) == list(bench.RESIZE_TARGETS)
+    tv, pil, pillow = one.values()
+    assert tv == {"ratio": 1.0, "min_ratio": 0.9, "op": "<=", "bound": 1.0, "met": True}
+    assert pil["ratio"] == 1.2 and pil["met"]
+    assert pillow["ratio"] == 3.5 / 1.2 and not pillow["met"]  # 2.9x faster than Pillow: not the 3x
+    # The Pillow target is set at 1 thread only; a missing method drops its targets.
+    assert list(bench.resize_targets(times, mins, threads=2)) == list(bench.RESIZE_TARGETS)[:2]
+    slow = {**times, bench.OURS_TV: 1.01}
+    assert not bench.resize_targets(slow, mins, threads=4)["reference=torchvision / torchvision resize"]["met"]
+    partial = {k: v for k, v in times.items() if k != bench.PIL_RESIZE}
+    assert list(bench.resize_targets(partial, mins, threads=1)) == list(bench.RESIZE_TARGETS)[:2]
+
+
+@needs_resize_deps
+def test_resize_report_structure(monkeypatch):
+    monkeypatch.setattr(bench, "run_compiled_subprocess", lambda *a: pytest.fail("resize cases have no compiled run"))
+    threads = torch.get_num_threads()
+    report = bench.run(torch.device("cpu"), reps=1, cases=RESIZE_TINY[:2], resize_threads=[1, 2])
+    assert torch.get_num_threads() == threads  # restored
+    assert report["results"] == [] and "compile_error" not in report
+    results = report["resize_results"]
+    assert [(r["case"], r["threads"]) for r in results] == [(c.name, t) for c in RESIZE_TINY[:2] for t in (1, 2)]
+    assert set(report["resize_check_max_diff"]) == {c.name for c in RESIZE_TINY[:2]}
+    for r in results:
+        methods = [bench.OURS_TV, bench.OURS_PIL, bench.TV_RESIZE, bench.PIL_RESIZE, bench.PROC_U8, bench.PROC_FULL]
+        assert list(r["times_ms"]) == methods and r["reps"] == 1
+        assert all(math.isfinite(ms) and ms > 0 for ms in r["times_ms"].values())
+        assert all(r["min_ms"][k] <= r["times_ms"][k] for k in methods)
+        expected_targets = list(bench.RESIZE_TARGETS) if r["threads"] == 1 else list(bench.RESIZE_TARGETS)[:2]
+        assert list(r["targets"]) == expected_targets
+        assert set(r["ratios"]) == set(bench.RESIZE_RATIOS)
+    text = bench.format_report(report)
+    assert all(c.name in text for c in RESIZE_TINY[:2]) and "| case | threads |" in text
+    assert "target <= 1x" in text and "target >= 3x" in text and ("met" in text or "NOT MET" in text)
+    assert "| case | op (out=) |" not in text  # no affine table without affine cases
+
+
+def test_resize_cases_are_selected_by_regex_and_threads_parsed(monkeypatch):
+    seen = {}
+
+    def fake_run(device, reps, with_compile, cases, case_budget_s, resize_threads):
+        seen.update(cases=cases, with_compile=with_compile, resize_threads=resize_threads)
+        return {"results": [], "resize_results": []}
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    monkeypatch.setattr(bench, "format_report", lambda report: "")
+    monkeypatch.setattr(bench, "missing_resize_dependencies", lambda: [])
+    bench.main(["--cases", "^resize", "--no-compile", "--resize-threads", "2,1"])
+    assert seen["cases"] == bench.RESIZE_CASES and seen["resize_threads"] == [1, 2]
+    bench.main(["--cases", "^qwen2vl 1 image"])
+    assert seen["cases"] == [bench.CASES[bench.SMALL_CASE]] and seen["resize_threads"] is None
+    bench.main([])
+    assert seen["cases"] == [*bench.CASES, *bench.RESIZE_CASES]
+
+
+def test_resize_cases_without_their_dependencies_fail_before_timing(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "missing_resize_dependencies", lambda: ["torchvision"])
+    monkeypatch.setattr(bench, "run", lambda *a, **k: pytest.fail("timed without the resize dependencies"))
+    with pytest.raises(SystemExit):
+        bench.main(["--cases", "^resize", "--no-compile"])
+    assert "need torchvision" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench.main(["--cases", "^resize", "--resize-threads", "0"])
+
+
+def test_resize_case_names_and_geometry():
+    names = [c.name for c in bench.RESIZE_CASES]
+    assert all(name.startswith("resize ") for name in names) and len(set(names)) == len(names)
+    assert not any(re.search("^resize", c.name) for c in bench.CASES)  # '^resize' selects only these
+    assert [c.photo for c in bench.RESIZE_CASES] == [(600, 800), (1080, 1920), (3024, 4032), (1080, 1920)]
+    assert [bench.smart_resize(*c.photo) for c in bench.RESIZE_CASES[:3]] == [(588, 812), (728, 1316), (840, 1148)]
+    assert bench.clip_geometry(1080, 1920, 224, 224, 224) == ((224, 398), (0, 87, 224, 224))
+    assert bench.clip_geometry(1920, 1080, 224, 224, 224) == ((398, 224), (87, 0, 224, 224))
+
+
+@needs_resize_deps
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (the [plot] extra)")
+def test_plot_with_resize_cases_writes_a_png(tmp_path):
+    report = bench.run(torch.device("cpu"), reps=1, with_compile=False, cases=[TINY[0], RESIZE_TINY[1]])
+    for r in (report, {**report, "results": []}):  # with and without affine panels
+        path = tmp_path / "bench.png"
+        bench.plot(r, str(path))
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
