@@ -19,6 +19,8 @@ namespace fused_input_norm {
 const char* gpu_backend_name();
 std::string gpu_build_fields();
 #endif
+// affine_cpu.cpp: the CPU kernels' capability in this process ("default", "avx2", "avx512").
+const char* cpu_capability_name();
 
 void throw_arg_error(ArgError kind, const std::string& message) {
   switch (kind) {
@@ -288,6 +290,7 @@ std::string build_info() {
 #else
   s << "\"backends\": [\"cpu\"]";
 #endif
+  s << ", \"cpu_capability\": \"" << cpu_capability_name() << "\"";
   s << "}";
   return s.str();
 }
