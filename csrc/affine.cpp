@@ -31,6 +31,9 @@ int64_t wrap_dim(int64_t dim, int64_t ndim) { return dim < 0 ? dim + ndim : dim;
 }  // namespace
 
 void check_affine_args(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t dim) {
+  check_defined(op, "input", input);
+  check_defined(op, "weight", weight);
+  check_defined(op, "bias", bias);
   if (const ScalarType dtype = input.scalar_type(); !is_input_dtype(dtype)) {
     fail(ArgError::kType, "fused_input_norm.", op, ": input must have one of the dtypes ", kInputDtypes, ", got ",
          py_dtype(dtype));
@@ -63,6 +66,7 @@ ScalarType affine_output_dtype(const Tensor& input, std::optional<ScalarType> ou
 }
 
 void check_out_arg(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  check_defined("affine_out", "out", out);
   if (const torch::stable::Device device = input.device(), out_device = out.device(); out_device != device) {
     fail(ArgError::kRuntime, "fused_input_norm.affine_out: out must be on input's device ", device_name(device),
          ", got ", device_name(out_device));

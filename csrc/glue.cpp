@@ -12,6 +12,10 @@ namespace fused_input_norm {
 
 const char* const kOutputDtypes = "torch.float16, torch.bfloat16, torch.float32";
 
+void check_defined(const char* op, const char* name, const Tensor& t) {
+  if (!t.defined()) fail(ArgError::kType, "fused_input_norm.", op, ": ", name, " must be a torch.Tensor, got None");
+}
+
 bool is_output_dtype(ScalarType t) {
   return t == ScalarType::Half || t == ScalarType::BFloat16 || t == ScalarType::Float;
 }

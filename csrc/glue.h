@@ -52,6 +52,10 @@ Tensor new_contiguous(torch::headeronly::IntHeaderOnlyArrayRef sizes, ScalarType
 Tensor new_contiguous(torch::headeronly::IntHeaderOnlyArrayRef sizes, ScalarType dtype, int32_t device_type,
                       int32_t device_index);
 
+// A direct torch.ops call may pass None for a Tensor argument: the kernel then gets an undefined tensor,
+// whose first metadata query would fail inside torch with a C++ backtrace instead of naming the argument.
+void check_defined(const char* op, const char* name, const Tensor& t);
+
 // `t` is a float32, 1-D, contiguous tensor of `channels` values on `device` (weight, bias): `op`'s checks.
 void check_channel_vector(const char* op, const char* name, const Tensor& t, const torch::stable::Device& device,
                           int64_t dim, int64_t channels);

@@ -16,6 +16,8 @@ namespace fused_input_norm {
 const char* gpu_backend_name();
 std::string gpu_build_fields();
 #endif
+// affine_cpu.cpp: the CPU kernels' capability in this process ("default", "avx2", "avx512").
+const char* cpu_capability_name();
 namespace {
 
 std::string build_info() {
@@ -26,6 +28,7 @@ std::string build_info() {
 #else
   s << "\"backends\": [\"cpu\"]";
 #endif
+  s << ", \"cpu_capability\": \"" << cpu_capability_name() << "\"";
   s << "}";
   return s.str();
 }

@@ -5,6 +5,7 @@
 #include <torch/csrc/stable/library.h>
 
 #include <cstring>
+#include <utility>
 
 namespace fused_input_norm {
 namespace {
@@ -67,6 +68,10 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
                        const std::vector<int64_t>& size, const std::vector<int64_t>& crop, const std::string& filter,
                        bool vertical_first, const std::vector<int64_t>& patches) {
   ResizePlan p{};
+  for (const auto& [name, t] :
+       {std::pair<const char*, const Tensor&>{"out", out}, {"input", input}, {"weight", weight}, {"bias", bias}}) {
+    check_defined("resize_affine_out", name, t);
+  }
   if (const ScalarType dtype = input.scalar_type(); dtype != ScalarType::Byte) {
     fail(ArgError::kType, kOp, ": input must be a torch.uint8 image, got ", py_dtype(dtype));
   }

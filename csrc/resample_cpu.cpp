@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "affine.h"
-#include "cpu_clones.h"
+#include "cpu_capability.h"
 #include "resample.h"
 
 #if defined(FIN_X86)
@@ -26,7 +26,8 @@ constexpr int64_t kBandRows = 32;  // planar output: rows per task
 
 // out[x] for x in [0, count): output index plan_begin + x of one row, from `row` whose taps are `step`
 // elements apart and whose element 0 is input index tap_offset.
-FIN_CPU_CLONES void horizontal_row(const uint8_t* row, int64_t step, const int32_t* plan, int64_t plan_begin,
+template <CpuCapability cap>
+FIN_CPU_KERNEL void horizontal_row(const uint8_t* row, int64_t step, const int32_t* plan, int64_t plan_begin,
                                    int64_t tap_offset, int64_t count, uint8_t* out) {
   const ResampleAxis axis = resample_axis(plan);
   for (int64_t x = 0; x < count; ++x) {
@@ -107,16 +108,14 @@ __attribute__((target("avx2"))) void multiply_add_rows16_avx2(const u8x16* colum
 
 #endif
 
-// Chosen on first use (not in a static initializer, which may run before the CPU model is known). AVX2 on
-// AVX-512 machines too: 16 lanes are two AVX2 registers, and a path no CPU here can run would be untested.
-MultiplyAddRows16 multiply_add_rows16_for_cpu() {
-  static const MultiplyAddRows16 chosen = [] {
+// AVX2's where the process runs the avx2 or avx512 kernels (16 lanes are two AVX2 registers there too:
+// an AVX-512 version no CPU here could run would be untested), the generic one for the baseline
+// (FUSED_INPUT_NORM_CPU_CAPABILITY=default) and other CPUs.
+inline MultiplyAddRows16 multiply_add_rows16_for_cpu() {
 #if defined(FIN_X86)
-    if (__builtin_cpu_supports("avx2")) return &multiply_add_rows16_avx2;
+  if (kCpuCapability != CpuCapability::kDefault) return &multiply_add_rows16_avx2;
 #endif
-    return &multiply_add_rows16_generic;
-  }();
-  return chosen;
+  return &multiply_add_rows16_generic;
 }
 
 // The horizontal pass of 16 rows at once, without gathers: the input bytes the outputs read are transposed
@@ -125,7 +124,8 @@ MultiplyAddRows16 multiply_add_rows16_for_cpu() {
 // rows[i]: row i's element at input index `origin` (a partial block repeats a row); `step` bytes between
 // neighbours of one channel and `groups` channels interleaved in a step (HWC: step = groups = C). Output
 // index plan_begin + x of channel g, row i goes to out + g * out_plane + i * out_row + x, for i < valid.
-FIN_CPU_CLONES void horizontal_rows16(const uint8_t* const rows[16], int64_t origin, int64_t step, int64_t groups,
+template <CpuCapability cap>
+FIN_CPU_KERNEL void horizontal_rows16(const uint8_t* const rows[16], int64_t origin, int64_t step, int64_t groups,
                                       const int32_t* plan, int64_t plan_begin, int64_t count, u8x16* columns,
                                       u8x16* results, uint8_t* out, int64_t out_plane, int64_t out_row, int64_t valid) {
   const ResampleAxis axis = resample_axis(plan);
@@ -170,9 +170,11 @@ FIN_CPU_CLONES void horizontal_rows16(const uint8_t* const rows[16], int64_t ori
 // src + c * src_plane + i * src_row, its neighbours `step` elements apart; the results go to
 // out + c * out_plane + i * out_row. Blocks of 16 rows take horizontal_rows16 where the layout allows
 // (channels interleaved, HWC; or each channel's elements contiguous, CHW), single rows otherwise.
-void horizontal_pass(const uint8_t* src, int64_t src_plane, int64_t src_row, int64_t step, int64_t channels,
-                     int64_t rows, int64_t origin, const int32_t* plan, int64_t plan_begin, int64_t count, uint8_t* out,
-                     int64_t out_plane, int64_t out_row) {
+template <CpuCapability cap>
+FIN_CPU_KERNEL void horizontal_pass(const uint8_t* src, int64_t src_plane, int64_t src_row, int64_t step,
+                                    int64_t channels, int64_t rows, int64_t origin, const int32_t* plan,
+                                    int64_t plan_begin, int64_t count, uint8_t* out, int64_t out_plane,
+                                    int64_t out_row) {
 #if defined(FIN_RESAMPLE_ROWS16)
   const bool interleaved = step == channels && src_plane == 1;
   if (interleaved || step == 1) {
@@ -187,8 +189,9 @@ void horizontal_pass(const uint8_t* src, int64_t src_plane, int64_t src_row, int
       for (int64_t r0 = 0; r0 < rows; r0 += 16) {
         const uint8_t* row_ptrs[16];
         for (int64_t i = 0; i < 16; ++i) row_ptrs[i] = src + c * src_plane + std::min(r0 + i, rows - 1) * src_row;
-        horizontal_rows16(row_ptrs, origin, step, groups, plan, plan_begin, count, columns.data(), results.data(),
-                          out + c * out_plane + r0 * out_row, out_plane, out_row, std::min<int64_t>(16, rows - r0));
+        horizontal_rows16<cap>(row_ptrs, origin, step, groups, plan, plan_begin, count, columns.data(), results.data(),
+                               out + c * out_plane + r0 * out_row, out_plane, out_row,
+                               std::min<int64_t>(16, rows - r0));
       }
     }
     return;
@@ -196,8 +199,8 @@ void horizontal_pass(const uint8_t* src, int64_t src_plane, int64_t src_row, int
 #endif
   for (int64_t c = 0; c < channels; ++c) {
     for (int64_t r = 0; r < rows; ++r) {
-      horizontal_row(src + c * src_plane + r * src_row, step, plan, plan_begin, origin, count,
-                     out + c * out_plane + r * out_row);
+      horizontal_row<cap>(src + c * src_plane + r * src_row, step, plan, plan_begin, origin, count,
+                          out + c * out_plane + r * out_row);
     }
   }
 }
@@ -206,9 +209,8 @@ void horizontal_pass(const uint8_t* src, int64_t src_plane, int64_t src_row, int
 // row_stride apart (src row 0 is input index tap_offset), column x at x * col_step. Each tap is one sweep
 // along the row, which vectorizes across x; `acc` holds count int32 sums.
 template <int64_t STEP>
-inline __attribute__((always_inline)) void vertical_row_impl(const uint8_t* src, int64_t row_stride, int64_t col_step,
-                                                             const int32_t* plan, int64_t o, int64_t tap_offset,
-                                                             int64_t count, int32_t* acc, uint8_t* out) {
+FIN_CPU_KERNEL void vertical_row_impl(const uint8_t* src, int64_t row_stride, int64_t col_step, const int32_t* plan,
+                                      int64_t o, int64_t tap_offset, int64_t count, int32_t* acc, uint8_t* out) {
   const int64_t step = STEP != 0 ? STEP : col_step;
   const ResampleAxis axis = resample_axis(plan);
   const int32_t init = int32_t{1} << (axis.precision - 1);
@@ -227,15 +229,16 @@ inline __attribute__((always_inline)) void vertical_row_impl(const uint8_t* src,
   }
 }
 
-FIN_CPU_CLONES void vertical_row(const uint8_t* src, int64_t row_stride, int64_t col_step, const int32_t* plan,
+template <CpuCapability cap>
+FIN_CPU_KERNEL void vertical_row(const uint8_t* src, int64_t row_stride, int64_t col_step, const int32_t* plan,
                                  int64_t o, int64_t tap_offset, int64_t count, int32_t* acc, uint8_t* out) {
   if (col_step == 1) return vertical_row_impl<1>(src, row_stride, 1, plan, o, tap_offset, count, acc, out);
   vertical_row_impl<0>(src, row_stride, col_step, plan, o, tap_offset, count, acc, out);
 }
 
 // Interleaved pixels [n][C] to C planes (plane c at out + c * plane_stride).
-void split_channels(const uint8_t* __restrict in, int64_t channels, int64_t n, uint8_t* __restrict out,
-                    int64_t plane_stride) {
+FIN_CPU_KERNEL void split_channels(const uint8_t* __restrict in, int64_t channels, int64_t n, uint8_t* __restrict out,
+                                   int64_t plane_stride) {
   if (channels == 3) {  // the common case, with constant strides the compiler vectorizes
     uint8_t* __restrict r = out;
     uint8_t* __restrict g = out + plane_stride;
@@ -260,13 +263,15 @@ struct Scratch {
 thread_local Scratch scratch;
 
 // The resampled uint8 rows [y0, y1) of the crop of image b, every channel, into band[C][y1 - y0][crop_w].
-void resample_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t y0, int64_t y1, uint8_t* band) {
+template <CpuCapability cap>
+FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t y0, int64_t y1,
+                                  uint8_t* band) {
   const int64_t C = p.channels, w = p.crop_w, rows = y1 - y0;
   const int64_t sb = p.strides[0], sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
   Scratch& s = scratch;
   const uint8_t* image = input + b * sb;
   if (!p.row_plan) {  // horizontal only
-    horizontal_pass(image + (p.top + y0) * sh, sc, sh, sw, C, rows, 0, p.col_plan, p.left, w, band, rows * w, w);
+    horizontal_pass<cap>(image + (p.top + y0) * sh, sc, sh, sw, C, rows, 0, p.col_plan, p.left, w, band, rows * w, w);
   } else if (p.two_passes() && !p.vertical_first) {
     // Horizontal first: the input rows this band's vertical taps read, resampled across.
     const auto first = resample_bounds(p.in_h, p.out_h, p.filter, p.top + y0);
@@ -274,12 +279,12 @@ void resample_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t
     const int64_t r0 = first[0], r1 = last[0] + last[1];
     s.first.resize(static_cast<size_t>(C * (r1 - r0) * w));
     s.acc.resize(static_cast<size_t>(w));
-    horizontal_pass(image + r0 * sh, sc, sh, sw, C, r1 - r0, 0, p.col_plan, p.left, w, s.first.data(), (r1 - r0) * w,
-                    w);
+    horizontal_pass<cap>(image + r0 * sh, sc, sh, sw, C, r1 - r0, 0, p.col_plan, p.left, w, s.first.data(),
+                         (r1 - r0) * w, w);
     for (int64_t c = 0; c < C; ++c) {
       const uint8_t* h = s.first.data() + c * (r1 - r0) * w;
       for (int64_t y = 0; y < rows; ++y) {
-        vertical_row(h, w, 1, p.row_plan, p.top + y0 + y, r0, w, s.acc.data(), band + (c * rows + y) * w);
+        vertical_row<cap>(h, w, 1, p.row_plan, p.top + y0 + y, r0, w, s.acc.data(), band + (c * rows + y) * w);
       }
     }
   } else {
@@ -300,16 +305,16 @@ void resample_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t
       const int64_t o = p.top + y0 + y;
       if (interleaved) {
         uint8_t* row = s.row.data();
-        vertical_row(image + q0 * sw, sh, 1, p.row_plan, o, 0, q * C, s.acc.data(), row);
+        vertical_row<cap>(image + q0 * sw, sh, 1, p.row_plan, o, 0, q * C, s.acc.data(), row);
         split_channels(row, C, q, planes + y * q, rows * q);
       } else {
         for (int64_t c = 0; c < C; ++c) {
-          vertical_row(image + c * sc + q0 * sw, sh, sw, p.row_plan, o, 0, q, s.acc.data(),
-                       planes + (c * rows + y) * q);
+          vertical_row<cap>(image + c * sc + q0 * sw, sh, sw, p.row_plan, o, 0, q, s.acc.data(),
+                            planes + (c * rows + y) * q);
         }
       }
     }
-    if (!only) horizontal_pass(planes, rows * q, q, 1, C, rows, q0, p.col_plan, p.left, w, band, rows * w, w);
+    if (!only) horizontal_pass<cap>(planes, rows * q, q, 1, C, rows, q0, p.col_plan, p.left, w, band, rows * w, w);
   }
 }
 
@@ -341,7 +346,8 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
       const int64_t y0 = band * band_rows, y1 = std::min(h, y0 + band_rows), rows = y1 - y0;
       std::vector<uint8_t>& buffer = scratch.band;
       buffer.resize(static_cast<size_t>(C * rows * width));
-      resample_band(p, in, image, y0, y1, buffer.data());
+      with_cpu_capability([&](auto cap)
+                              FIN_CPU_KERNEL_LAMBDA { resample_band<cap>(p, in, image, y0, y1, buffer.data()); });
       if (patches) {
         affine_cpu_uint8(buffer.data(), out, (image * bands + band) * band_numel, w, b, band_layout, band_numel);
       } else {
