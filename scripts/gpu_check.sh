@@ -3,8 +3,8 @@
 # pytest (nothing is fetched): build for sm_90 only, count the SASS, run every GPU test, run the benchmark
 # on the GPU (its plot too where matplotlib is installed).
 #   bash scripts/gpu_check.sh RESULTS.json [LOG_DIR]
-# Budget: about 1 min build, 2 min tests, 3 min benchmark (a third of it compiling the torch.compile cases)
-# on an H200; the timeouts keep it under 10 minutes. LOG_DIR gets at most 7 files.
+# Budget: about 1 min build, 2 min tests, 3 min benchmark (a third of it compiling the torch.compile cases),
+# 1 min resize timing on an H200; the timeouts keep it under 12 minutes. LOG_DIR gets at most 8 files.
 set -euo pipefail
 json=${1:?usage: gpu_check.sh RESULTS.json [LOG_DIR]}
 logs=${2:-$(dirname "$json")}
@@ -32,5 +32,7 @@ tail -25 "$logs/gpu-tests.log"
 
 plot=()
 if "$PY" -c "import matplotlib" 2>/dev/null; then plot=(--plot "$logs/bench.png"); fi
-timeout 280 "$PY" -m fused_input_norm.bench --device cuda --reps 30 --json "$json" "${plot[@]}" 2>&1 | tee "$logs/bench.txt"
+timeout 280 "$PY" -m fused_input_norm.bench --device cuda --reps 30 --cases '^(?!resize)' --json "$json" "${plot[@]}" 2>&1 | tee "$logs/bench.txt"
+# The resize on the GPU against torch's float interpolate + normalize, and CUDA == CPU bit for bit.
+timeout 120 "$PY" scripts/gpu_resize_timing.py --reps 30 2>&1 | tee "$logs/resize.txt" || true
 exit $tests
