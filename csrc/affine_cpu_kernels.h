@@ -330,9 +330,8 @@ void affine_contiguous(const in_t* in, out_t* out, const float* weight, const fl
   const int64_t channels = plan.channels;
   const int64_t period = channels * inner;
   if (inner >= kMinRun || period > kMaxPeriod) {
-    parallel_for(
-        0, numel / inner, std::max<int64_t>(1, kGrain / inner),
-        [&](int64_t begin, int64_t end) { affine_runs(in, out, weight, bias, begin, end, inner, channels); });
+    parallel_for(0, numel / inner, std::max<int64_t>(1, kGrain / inner),
+                 [&](int64_t begin, int64_t end) { affine_runs(in, out, weight, bias, begin, end, inner, channels); });
     return;
   }
 
@@ -343,10 +342,9 @@ void affine_contiguous(const in_t* in, out_t* out, const float* weight, const fl
     w_block[k] = weight[c];
     b_block[k] = bias[c];
   }
-  parallel_for(0, (numel + block - 1) / block, std::max<int64_t>(1, kGrain / block),
-                              [&](int64_t begin, int64_t end) {
-                                affine_blocks(in, out, w_block.data(), b_block.data(), begin, end, block, numel);
-                              });
+  parallel_for(0, (numel + block - 1) / block, std::max<int64_t>(1, kGrain / block), [&](int64_t begin, int64_t end) {
+    affine_blocks(in, out, w_block.data(), b_block.data(), begin, end, block, numel);
+  });
 }
 
 // The whole CPU op on checked arguments. Plan has the fields of affine.h's AffinePlan that the kernels read

@@ -141,16 +141,20 @@ double to_double(fin::bfloat16_bits y) {
 }
 double to_double(fin::half_bits y) {
   const int sign = y.x >> 15, exponent = (y.x >> 10) & 31, mantissa = y.x & 1023;
-  const double magnitude = exponent == 31   ? (mantissa ? NAN : INFINITY)
+  const double magnitude = exponent == 31  ? (mantissa ? NAN : INFINITY)
                            : exponent == 0 ? std::ldexp(mantissa, -24)
                                            : std::ldexp(1024 + mantissa, exponent - 25);
   return sign ? -magnitude : magnitude;
 }
 
 template <typename T>
-constexpr double kUlpAtOne = std::is_same_v<T, float> ? 0x1p-23 : std::is_same_v<T, fin::bfloat16_bits> ? 0x1p-7 : 0x1p-10;
+constexpr double kUlpAtOne = std::is_same_v<T, float>                ? 0x1p-23
+                             : std::is_same_v<T, fin::bfloat16_bits> ? 0x1p-7
+                                                                     : 0x1p-10;
 template <typename T>
-constexpr double kMaxFinite = std::is_same_v<T, float> ? 3.4e38 : std::is_same_v<T, fin::bfloat16_bits> ? 3.38e38 : 65504.0;
+constexpr double kMaxFinite = std::is_same_v<T, float>                ? 3.4e38
+                              : std::is_same_v<T, fin::bfloat16_bits> ? 3.38e38
+                                                                      : 65504.0;
 
 template <typename T>
 bool same_bits(T a, T b) {
@@ -243,7 +247,8 @@ void check_float16_conversion() {
   int64_t bad = 0;
   for (size_t k = 0; k < f.size(); ++k) bad += !same_bits(hw[k], sw[k]);
   (bad ? failed : passed)++;
-  if (bad) std::printf("FAIL floats_to_half vs scalar rounding: %lld of %zu differ\n", static_cast<long long>(bad), f.size());
+  if (bad)
+    std::printf("FAIL floats_to_half vs scalar rounding: %lld of %zu differ\n", static_cast<long long>(bad), f.size());
 }
 
 template <typename in_t, typename out_t>
