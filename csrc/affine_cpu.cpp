@@ -1,6 +1,6 @@
-// CPU implementation: the kernels of affine_cpu_kernels.h (vectorized by the compiler; AVX-512 and
-// AVX2/FMA clones chosen at load time on x86-64, NEON on aarch64), multi-threaded with torch's
-// parallel_for.
+// CPU implementation: the kernels of affine_cpu_kernels.h (vectorized by the compiler, one version per CPU
+// capability: AVX-512, AVX2/FMA or baseline on x86-64, NEON on aarch64, chosen at load time), multi-threaded
+// with torch's parallel_for.
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 
@@ -15,6 +15,10 @@
 #include "dispatch.h"
 
 namespace fused_input_norm {
+
+// For build_info(): the capability this process runs.
+const char* cpu_capability_name() { return kCapabilityNames[static_cast<int>(kCpuCapability)]; }
+
 namespace {
 
 // A fresh output of several huge pages gets transparent huge pages before the kernel first touches it:

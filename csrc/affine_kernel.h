@@ -141,11 +141,45 @@ FIN_HOST_DEVICE void round_pairs(const float* f, out_t* y) {
   if constexpr (paired != n) y[n - 1] = from_float<out_t>(f[n - 1]);
 }
 
+// x * w + b rounded once to float, as an FMA rounds it, for targets without one (x86-64 before
+// x86-64-v3). Plain `x * w + b` would round twice there (1 ulp away from the GPU's fmaf in some cases),
+// and glibc's fmaf is a call per element, which stops the loops from vectorizing. The product of two floats
+// is exact in double (24 + 24 significand bits <= 53); the sum is rounded to double, TwoSum gives its exact
+// error, and the double is moved to the odd neighbour when the sum was inexact (round to odd). Rounding a
+// round-to-odd double (53 bits >= 24 + 2) to float is then the single correct rounding of the exact value
+// (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums", 2008); float subnormals and overflow
+// included. Inf/NaN operands give e = NaN, which the comparisons leave alone. Every operation on p is exact,
+// so an FMA contraction of any of them (GCC contracts by default) changes no result. Branch-free: the
+// compiler vectorizes it.
+FIN_HOST_DEVICE float fma_exact(float x, float w, float b) {
+  const double p = static_cast<double>(x) * static_cast<double>(w);
+  const double bd = b;
+  const double s = p + bd;
+  const double bv = s - p;
+  const double e = (p - (s - bv)) + (bd - bv);  // s + e == p + bd exactly
+  uint64_t s_bits, e_bits;
+  std::memcpy(&s_bits, &s, sizeof(s));
+  std::memcpy(&e_bits, &e, sizeof(e));
+  // s was rounded away from zero iff e has the other sign: the truncated double is one below s's bits, then
+  // set its last bit.
+  const uint64_t odd = (s_bits - ((s_bits ^ e_bits) >> 63)) | 1;
+  const uint64_t r_bits = (e < 0 || e > 0) ? odd : s_bits;
+  double r;
+  std::memcpy(&r, &r_bits, sizeof(r));
+  return static_cast<float>(r);
+}
+
+// The one rounding of every backend: the exact x * w + b rounded to float (then to the output dtype by
+// from_float). Hardware FMA where the target has one, the exact emulation elsewhere: the same bits on every
+// CPU and GPU. The CPU kernels pick per ISA themselves (affine_cpu.cpp), since their x86 FMA code comes from
+// target attributes, which define no __FMA__.
 FIN_HOST_DEVICE float affine(float x, float w, float b) {
 #if defined(FIN_DEVICE_PASS)
   return fmaf(x, w, b);
+#elif defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+  return __builtin_fmaf(x, w, b);
 #else
-  return x * w + b;  // contracted to an FMA where the target has one (-ffp-contract=fast is GCC's default)
+  return fma_exact(x, w, b);
 #endif
 }
 

@@ -19,6 +19,8 @@ namespace fused_input_norm {
 const char* gpu_backend_name();
 std::string gpu_build_fields();
 #endif
+// affine_cpu.cpp: the CPU kernels' capability in this process ("default", "avx2", "avx512").
+const char* cpu_capability_name();
 
 void throw_arg_error(ArgError kind, const std::string& message) {
   switch (kind) {
@@ -171,9 +173,18 @@ bool shares_memory_partially(const Tensor& out, const Tensor& input) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) { return dim < 0 ? dim + ndim : dim; }
 
+// A direct torch.ops call may pass None for a Tensor argument: the kernel then gets an undefined tensor,
+// whose first metadata query would fail inside torch with a C++ backtrace instead of naming the argument.
+void check_defined(const char* op, const char* name, const Tensor& t) {
+  if (!t.defined()) fail(ArgError::kType, "fused_input_norm.", op, ": ", name, " must be a torch.Tensor, got None");
+}
+
 }  // namespace
 
 void check_affine_args(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t dim) {
+  check_defined(op, "input", input);
+  check_defined(op, "weight", weight);
+  check_defined(op, "bias", bias);
   if (const ScalarType dtype = input.scalar_type(); !is_input_dtype(dtype)) {
     fail(ArgError::kType, "fused_input_norm.", op, ": input must have one of the dtypes ", kInputDtypes, ", got ",
          py_dtype(dtype));
@@ -206,6 +217,7 @@ ScalarType affine_output_dtype(const Tensor& input, std::optional<ScalarType> ou
 }
 
 void check_out_arg(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  check_defined("affine_out", "out", out);
   if (const torch::stable::Device device = input.device(), out_device = out.device(); out_device != device) {
     fail(ArgError::kRuntime, "fused_input_norm.affine_out: out must be on input's device ", device_name(device),
          ", got ", device_name(out_device));
@@ -288,6 +300,7 @@ std::string build_info() {
 #else
   s << "\"backends\": [\"cpu\"]";
 #endif
+  s << ", \"cpu_capability\": \"" << cpu_capability_name() << "\"";
   s << "}";
   return s.str();
 }

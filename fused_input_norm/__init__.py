@@ -23,7 +23,8 @@ __version__ = "0.1.0"
 
 
 def build_info() -> dict:
-    """What was compiled: {"backends": ["cpu", "cuda"], "cuda_version": "13.0", "archs": ["sm_80", ...]}."""
+    """What was compiled, and the CPU kernels this process runs: {"backends": ["cpu", "cuda"], "cuda_version":
+    "13.0", "archs": ["sm_80", ...], "cpu_capability": "avx2", "torch": ...}."""
     info = json.loads(torch.ops.fused_input_norm.build_info())
     info["torch"] = torch.__version__
     return info

@@ -2,8 +2,9 @@
 
 import json
 import math
+import numbers
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 import torch
@@ -35,6 +36,11 @@ _CONFIG_DEFAULTS = {
 _CONFIG_FILES = ("processor_config.json", "preprocessor_config.json")
 
 
+def _is_number(value: object) -> bool:
+    # Python and NumPy ints and floats; bool is a flag, not a number, here.
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _per_channel(name: str, value: Number | Sequence[Number] | torch.Tensor, channel: int) -> list[float]:
     if isinstance(value, torch.Tensor):
         if value.device.type != "cpu":
@@ -42,8 +48,22 @@ def _per_channel(name: str, value: Number | Sequence[Number] | torch.Tensor, cha
                 f"FusedInputNorm: {name} must be given on the CPU (a list, a float or a CPU tensor), "
                 f"got a tensor on {value.device}: reading it would synchronize the device"
             )
+        if value.dtype == torch.bool or value.is_complex():
+            raise TypeError(f"FusedInputNorm: {name} must hold real numbers, got a {value.dtype} tensor")
         value = value.flatten().tolist()
-    values = [float(value)] * channel if isinstance(value, int | float) else [float(v) for v in value]
+    if not _is_number(value) and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()  # a 0-d NumPy array
+    if _is_number(value):
+        values = [float(value)] * channel
+    elif isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"FusedInputNorm: {name} must be a number, a sequence of numbers or a CPU tensor, got {type(value).__name__}"
+        )
+    else:
+        for i, v in enumerate(value):
+            if not _is_number(v):
+                raise TypeError(f"FusedInputNorm: {name}[{i}] must be a number, got {type(v).__name__}")
+        values = [float(v) for v in value]
     if len(values) != channel:
         raise ValueError(f"FusedInputNorm: {name} must have one value per channel ({channel}), got {len(values)}")
     if not all(math.isfinite(v) for v in values):
@@ -88,8 +108,12 @@ class FusedInputNorm(nn.Module):
         dtype: torch.dtype = torch.float32,
     ) -> None:
         super().__init__()
-        if not isinstance(channel, int) or channel < 1:
+        if not isinstance(channel, int) or isinstance(channel, bool):
+            raise TypeError(f"FusedInputNorm: channel must be a positive int, got {type(channel).__name__}")
+        if channel < 1:
             raise ValueError(f"FusedInputNorm: channel must be a positive int, got {channel!r}")
+        if not _is_number(rescale_factor):
+            raise TypeError(f"FusedInputNorm: rescale_factor must be a number, got {type(rescale_factor).__name__}")
         if layout is not None and layout not in LAYOUTS:
             raise ValueError(f"FusedInputNorm: layout must be 'pcl', 'bchw' or None, got {layout!r}")
         if dtype != torch.float32:
@@ -109,6 +133,7 @@ class FusedInputNorm(nn.Module):
         self.image_std = std
         weight = [rescale / s for s in std]
         bias = [-m / s for m, s in zip(mean, std, strict=True)]
+        _check_float32_constants(rescale, mean, std, weight, bias)
         self.is_identity = all(abs(w - 1.0) <= _IDENTITY_ATOL + _IDENTITY_RTOL for w in weight) and all(
             abs(b) <= _IDENTITY_ATOL for b in bias
         )
@@ -221,6 +246,19 @@ class FusedInputNorm(nn.Module):
         # list, and each view's rows are a contiguous slice of it.
         rows = [math.prod(v.shape[:PATCH_CHANNEL_DIM]) for v in views]
         row_elems = math.prod(views[0].shape[PATCH_CHANNEL_DIM:])
+        if torch.is_grad_enabled() and any(v.requires_grad for v in views):
+            # A differentiable image (float pixels in a training or attribution loop): affine_out, which writes
+            # into the shared output, cannot carry a graph, so each view goes through the differentiable op (or
+            # a cast) and the rows are concatenated: one more copy, and the gradient reaches the image.
+            pieces = [
+                (
+                    view.to(visual_dtype)
+                    if self.is_identity
+                    else ops.affine(view, self.weight, self.bias, PATCH_CHANNEL_DIM, visual_dtype)
+                ).reshape(n, row_elems)
+                for view, n in zip(views, rows, strict=True)
+            ]
+            return torch.cat(pieces), grid_thw
         pixel_values = torch.empty(sum(rows), row_elems, dtype=visual_dtype, device=device)
         for view, view_rows in zip(views, pixel_values.split(rows), strict=True):
             if self.is_identity:
@@ -233,10 +271,48 @@ class FusedInputNorm(nn.Module):
         layout = "" if self.layout is None else f", layout={self.layout!r}"
         if self.is_identity:
             return f"identity, channel={self.channel}{layout}"
+        # Six significant digits, not six decimals: a std of 1e-7 must not print as 0.0.
         return (
             f"channel={self.channel}, rescale_factor={self.rescale_factor:g}, "
-            f"mean={[round(m, 6) for m in self.image_mean]}, std={[round(s, 6) for s in self.image_std]}{layout}"
+            f"mean={_six_digits(self.image_mean)}, std={_six_digits(self.image_std)}{layout}"
         )
+
+
+def _six_digits(values: list[float]) -> list[float]:
+    return [float(f"{v:.6g}") for v in values]
+
+
+def _check_float32_constants(
+    rescale: float, mean: list[float], std: list[float], weight: list[float], bias: list[float]
+) -> None:
+    """The op reads weight and bias as float32: a finite config whose constants overflow float32 (std 1e-39,
+    rescale_factor 1e300) would store inf and turn every output into inf/NaN. Checked on the float32 values
+    the buffers will hold, naming the argument that is out of range."""
+    # On the CPU whatever the default device (meta, cuda): Python floats -> float32, no sync.
+    stored = torch.tensor([weight, bias], dtype=torch.float64, device="cpu").to(torch.float32)
+    finite = torch.isfinite(stored).tolist()
+    for c, s in enumerate(std):
+        if not finite[0][c]:
+            # weight = rescale_factor / std: blame the factor further from 1.
+            culprit = (
+                f"rescale_factor ({rescale:g})"
+                if abs(math.log(rescale)) > abs(math.log(s))
+                else f"image_std[{c}] ({s:g})"
+            )
+            raise ValueError(
+                f"FusedInputNorm: {culprit} is out of range: weight = rescale_factor / image_std[{c}] = {weight[c]:g} "
+                f"is not a finite float32 (the op computes in float32)"
+            )
+        if not finite[1][c]:
+            culprit = (
+                f"image_mean[{c}] ({mean[c]:g})"
+                if mean[c] != 0 and abs(math.log(abs(mean[c]))) > abs(math.log(s))
+                else f"image_std[{c}] ({s:g})"
+            )
+            raise ValueError(
+                f"FusedInputNorm: {culprit} is out of range: bias = -image_mean[{c}] / image_std[{c}] = {bias[c]:g} "
+                f"is not a finite float32 (the op computes in float32)"
+            )
 
 
 def channel_view(
@@ -244,6 +320,8 @@ def channel_view(
 ) -> tuple[torch.Tensor, int]:
     """A view of `pixel_values` with its channels on one axis, and that axis: patches [P, C*K] -> [P, C, K]
     on axis 1, images as they are. Always a view (never a copy), so strided input reaches the op strided."""
+    if channel_dim is not None and (not isinstance(channel_dim, int) or isinstance(channel_dim, bool)):
+        raise TypeError(f"FusedInputNorm: channel_dim must be an int or None, got {type(channel_dim).__name__}")
     shape = tuple(pixel_values.shape)
     patches = layout == "pcl" or (layout is None and pixel_values.dim() == 2)
     if layout is not None and channel_dim is not None:

@@ -71,6 +71,7 @@ def _names(dtypes) -> str:
 
 
 def _check_args(op: str, input: Tensor, weight: Tensor, bias: Tensor, dim: int) -> None:
+    _check_types(op, input=input, weight=weight, bias=bias, dim=dim)
     if input.dtype not in INPUT_DTYPES:
         raise TypeError(
             f"fused_input_norm.{op}: input must have one of the dtypes {_names(INPUT_DTYPES)}, got {input.dtype}"
@@ -132,6 +133,41 @@ def _affine_out_fake(out, input, weight, bias, dim=1):
         )
     if not out.is_contiguous():
         raise ValueError(f"fused_input_norm.affine_out: out must be contiguous, got stride {list(out.stride())}")
+    # The kernel's overlap checks compare addresses; fake and meta tensors have none, but views of one
+    # tensor share its (fake) storage, which decides the same question from offsets and strides.
+    if _shares_memory_partially(out, input):
+        raise ValueError(
+            "fused_input_norm.affine_out: out partially overlaps input; pass out=input exactly to normalize in place, "
+            "or a separate buffer"
+        )
+    for name, t in (("weight", weight), ("bias", bias)):
+        if _may_overlap(out, t):
+            raise ValueError(f"fused_input_norm.affine_out: out overlaps {name}; pass a separate output buffer")
+
+
+def _byte_range(t: Tensor) -> tuple[int, int]:
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    begin = t.storage_offset() * t.element_size()
+    return begin, begin + (last + 1) * t.element_size()
+
+
+def _may_overlap(a: Tensor, b: Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0 or not torch._C._is_alias_of(a, b):  # different storages
+        return False
+    a_begin, a_end = _byte_range(a)
+    b_begin, b_end = _byte_range(b)
+    return a_begin < b_end and b_begin < a_end
+
+
+def _shares_memory_partially(out: Tensor, input: Tensor) -> bool:
+    """As the kernel decides it (csrc/ops.cpp): overlapping bytes that are not exactly the same elements."""
+    if not _may_overlap(out, input):
+        return False
+    if out.storage_offset() * out.element_size() != input.storage_offset() * input.element_size():
+        return True
+    if out.element_size() != input.element_size():
+        return True
+    return any(size > 1 and a != b for size, a, b in zip(out.shape, out.stride(), input.stride(), strict=True))
 
 
 # Autograd. Engines run under torch.inference_mode, which skips these kernels; anyone differentiating
@@ -175,6 +211,12 @@ _autograd_lib = torch.library.Library("fused_input_norm", "FRAGMENT")
 
 
 def _affine_out_autograd(keyset, out, input, weight, bias, dim=1):  # the dispatcher drops default arguments
+    for name, t in (("out", out), ("input", input), ("weight", weight), ("bias", bias)):
+        if not isinstance(t, Tensor):  # a direct torch.ops call with None: the kernel's tagged error, as for affine
+            raise RuntimeError(
+                f"[TypeError] fused_input_norm.affine_out: {name} must be a torch.Tensor, got "
+                f"{'None' if t is None else type(t).__name__}"
+            )
     if torch.is_grad_enabled() and any(t.requires_grad for t in (out, input, weight, bias)):
         raise RuntimeError(
             "fused_input_norm.affine_out: no gradients flow through an out= call, and an argument requires grad; "

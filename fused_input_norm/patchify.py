@@ -41,6 +41,8 @@ def patch_views(
     ):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"FusedInputNorm.patchify: {name} must be an int >= 1, got {value!r}")
+    if not isinstance(channel_dim, int) or isinstance(channel_dim, bool):
+        raise TypeError(f"FusedInputNorm.patchify: channel_dim must be -3 or -1, got {type(channel_dim).__name__}")
     if channel_dim not in _LAYOUTS:
         raise ValueError(
             f"FusedInputNorm.patchify: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}"

@@ -59,7 +59,9 @@ file -b "$lib" | grep -q "ARM aarch64" || { echo "not an aarch64 library: $(file
 cxx_torch=$(aarch64-linux-gnu-nm -D --undefined-only "$lib" | grep -E ' U _ZN(3c10|5torch|2at)' || true)
 [ -z "$cxx_torch" ] || { echo "imports torch C++ symbols:"; echo "$cxx_torch"; exit 1; }
 # The NEON conversion really is in the library (float16 output: FCVTN, fcvtn in the disassembly).
-aarch64-linux-gnu-objdump -d "$lib" | grep -q 'fcvtn' || { echo "no NEON float16 conversion (fcvtn) in $lib"; exit 1; }
+# (grep without -q: an early exit would fail the pipe under pipefail)
+fcvtn=$(aarch64-linux-gnu-objdump -d "$lib" | grep -c 'fcvtn' || true)
+[ "$fcvtn" -gt 0 ] || { echo "no NEON float16 conversion (fcvtn) in $lib"; exit 1; }
 echo "cross-built: $lib ($(du -h "$lib" | cut -f1), $(file -b "$lib" | cut -d, -f1-2)), links $(aarch64-linux-gnu-readelf -d "$lib" | grep -o 'lib[a-z0-9_]*\.so[.0-9]*' | tr '\n' ' ')"
 
 # The tests under qemu: each program ends with "N passed, M failed".

@@ -58,7 +58,7 @@ check_bundle() {
   targets=$("$bundler" --list --type=o --input="$1.fatbin")
   rm -f "$1.fatbin"
   for arch in ${ARCHS//;/ }; do
-    echo "$targets" | grep -q -- "--$arch\$" || { echo "no $arch code object in $1: $targets"; exit 1; }
+    echo "$targets" | grep -- "--$arch\$" > /dev/null || { echo "no $arch code object in $1: $targets"; exit 1; }
   done
   echo "$targets" | grep amdgcn | sed 's/.*--//' | tr '\n' ' '
 }
@@ -79,7 +79,7 @@ echo "linked: $lib, $(du -h "$lib" | cut -f1), code objects: $targets"
 # Only torch's C shims (extern "C") from libtorch, as the stable ABI promises; the HIP runtime from libamdhip64.
 cxx_torch=$(nm -D --undefined-only "$lib" | grep -E ' U _ZN(3c10|5torch|2at)' || true)
 [ -z "$cxx_torch" ] || { echo "imports torch C++ symbols:"; echo "$cxx_torch"; exit 1; }
-ldd "$lib" | grep -q libamdhip64 || { echo "not linked against libamdhip64"; exit 1; }
+ldd "$lib" | grep libamdhip64 > /dev/null || { echo "not linked against libamdhip64"; exit 1; }
 
 # 4. Load it into the torch here (not a ROCm build, no AMD GPU) and check the registrations.
 "$PY" - "$lib" <<'PY'

@@ -5,6 +5,7 @@ import torch
 from conftest import CLIP_MEAN, CLIP_STD, DEVICES
 from torch import nn
 
+import fused_input_norm
 from fused_input_norm import FusedInputNorm
 
 
@@ -48,3 +49,56 @@ def test_export_runs_and_matches_eager(device):
             torch.testing.assert_close(
                 exported.module()(patches(n, device)), model(patches(n, device)), rtol=1e-5, atol=1e-5
             )
+
+
+def _messages(error: BaseException) -> str:
+    """The error's message and those of its causes (dynamo chains the original exception)."""
+    texts = []
+    while error is not None:
+        texts.append(str(error))
+        error = error.__cause__ or error.__context__
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_compiled_module_rejects_wrong_channels(fullgraph):
+    """Without fullgraph, dynamo falls back to eager at the raise: the caller gets eager's ValueError. With
+    fullgraph=True, dynamo cannot let an exception leave the graph: it raises its own Unsupported (a
+    RuntimeError) carrying the ValueError's message, which the README documents."""
+    torch._dynamo.reset()
+    norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
+    compiled = torch.compile(norm, fullgraph=fullgraph, dynamic=True)
+    x = torch.zeros(2, 4, 8, 8, dtype=torch.uint8)
+    expected = (ValueError, RuntimeError) if fullgraph else ValueError
+    with pytest.raises(expected) as info:
+        compiled(x, torch.float32)
+    assert "pixel_values has 4 channels on axis -3" in _messages(info.value)
+    if not fullgraph:
+        assert type(info.value) is ValueError
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+@pytest.mark.parametrize("wrapper", [True, False], ids=["fused_input_norm.affine_out", "torch.ops"])
+def test_compiled_affine_out_overlapping_weight_is_refused_while_tracing(fullgraph, wrapper):
+    """The fake kernel refuses it as eager does (before, it traced, and the C++ check fired at run time as
+    "RuntimeError: [ValueError] ..."): the wrapper without fullgraph raises eager's ValueError; otherwise
+    dynamo reports the fake kernel's ValueError inside its own RuntimeError."""
+    torch._dynamo.reset()
+    storage = torch.zeros(16)
+    out, weight, bias = storage[:6].view(2, 3), storage[4:7], torch.zeros(3)
+    x = torch.zeros(2, 3, dtype=torch.uint8)
+    op = fused_input_norm.affine_out if wrapper else torch.ops.fused_input_norm.affine_out
+
+    def step(out, x, weight, bias):
+        op(out, x, weight, bias, 1)
+        return out
+
+    with pytest.raises((ValueError, RuntimeError)) as info:
+        torch.compile(step, fullgraph=fullgraph)(out, x, weight, bias)
+    messages = _messages(info.value)
+    assert "fused_input_norm.affine_out: out overlaps weight" in messages
+    if wrapper and not fullgraph:
+        assert type(info.value) is ValueError
+    else:
+        assert "fake" in messages.lower(), messages[:2000]  # refused while tracing, not by the kernel at run time
+    assert bool((storage == 0).all())

@@ -166,6 +166,74 @@ def test_scalar_mean_std_apply_to_every_channel():
 def test_extra_repr_shows_constants():
     text = repr(FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255))
     assert "rescale_factor=0.00392157" in text and "0.481455" in text and "0.26863" in text
+    # Six significant digits, not six decimals: a tiny std printed as 0.0 looked like a division by zero.
+    assert "std=[1e-07, 2.5e-10, 0.5]" in repr(FusedInputNorm([0.0] * 3, [1e-7, 2.5e-10, 0.5], 1e-9))
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        # Finite configs whose float32 weight or bias is not finite: forward returned inf/NaN, no error.
+        (([0.0] * 3, [1e-39] * 3, 1.0), r"image_std\[0\] \(1e-39\) is out of range: weight = rescale_factor / "),
+        (([0.0] * 3, [0.5, 1e-320, 0.5], 1.0), r"image_std\[1\] \(9.99989e-321\) is out of range: weight"),
+        (([0.0] * 3, [0.5] * 3, 1e300), r"rescale_factor \(1e\+300\) is out of range: weight = rescale_factor"),
+        (([0.0, 0.0, 1e300], [0.5] * 3, 1.0), r"image_mean\[2\] \(1e\+300\) is out of range: bias = -image_mean\[2\]"),
+        (([0.5] * 3, [1e-39] * 3, 1e-30), r"image_std\[0\] \(1e-39\) is out of range: bias"),
+    ],
+)
+def test_constants_that_overflow_float32_are_rejected(args, match):
+    with pytest.raises(ValueError, match=match + ".*not a finite float32"):
+        FusedInputNorm(*args)
+
+
+def test_largest_finite_float32_constants_are_accepted():
+    norm = FusedInputNorm([0.0] * 3, [1e-38] * 3, 1.0)  # weight 1e38 < float32 max 3.4e38
+    assert bool(torch.isfinite(norm.weight).all())
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"channel": True}, r"channel must be a positive int, got bool"),  # was accepted as channel=1
+        ({"channel": 3.0}, r"channel must be a positive int, got float"),
+        ({"rescale_factor": "x"}, r"rescale_factor must be a number, got str"),
+        ({"rescale_factor": None}, r"rescale_factor must be a number, got NoneType"),
+        ({"rescale_factor": True}, r"rescale_factor must be a number, got bool"),
+        ({"image_mean": None}, r"image_mean must be a number, a sequence of numbers or a CPU tensor, got NoneType"),
+        ({"image_std": None}, r"image_std must be a number, a sequence of numbers or a CPU tensor, got NoneType"),
+        ({"image_mean": "0.5"}, r"image_mean must be a number, .*got str"),
+        ({"image_mean": {"r": 0.5}}, r"image_mean must be a number, .*got dict"),
+        ({"image_mean": [0.5, None, 0.5]}, r"image_mean\[1\] must be a number, got NoneType"),
+        ({"image_std": [0.5, "0.5", 0.5]}, r"image_std\[1\] must be a number, got str"),
+        ({"image_std": [0.5, True, 0.5]}, r"image_std\[1\] must be a number, got bool"),
+        ({"image_mean": torch.tensor([True, False, True])}, r"image_mean must hold real numbers, got a torch.bool"),
+    ],
+)
+def test_bad_construction_types_are_named(kwargs, match):
+    args = {"image_mean": [0.5] * 3, "image_std": [0.5] * 3, "rescale_factor": 1 / 255, "channel": 3} | kwargs
+    with pytest.raises(TypeError, match="FusedInputNorm: " + match):
+        FusedInputNorm(**args)
+
+
+def test_numpy_numbers_are_numbers():
+    np = pytest.importorskip("numpy")
+    expected = FusedInputNorm([0.5] * 3, [0.25] * 3, 1 / 255)
+    for mean, std, rescale in [
+        (np.float32(0.5), np.float64(0.25), np.float32(1 / 255)),
+        (np.array([0.5] * 3), np.array([0.25] * 3, dtype=np.float32), 1 / 255),
+        (np.array(0.5), [np.float32(0.25)] * 3, np.float64(1 / 255)),
+    ]:
+        norm = FusedInputNorm(mean, std, rescale)
+        torch.testing.assert_close(norm.weight, expected.weight, rtol=1e-6, atol=0)
+        torch.testing.assert_close(norm.bias, expected.bias, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("channel_dim,got", [(1.0, "float"), (True, "bool"), ("-3", "str")])
+def test_channel_dim_of_a_wrong_type_is_named(channel_dim, got):
+    """1.0 failed with "tuple indices must be integers", True with an error naming the op's `dim`."""
+    for norm in (FusedInputNorm(*NON_IDENTITY), FusedInputNorm.identity()):
+        with pytest.raises(TypeError, match=rf"FusedInputNorm: channel_dim must be an int or None, got {got}"):
+            norm(torch.zeros(2, 3, 4, 4, dtype=torch.uint8), torch.bfloat16, channel_dim=channel_dim)
 
 
 @pytest.mark.parametrize(

@@ -223,5 +223,6 @@ def test_build_info():
     info = fused_input_norm.build_info()
     assert "cpu" in info["backends"]
     assert info["torch"] == torch.__version__
+    assert info["cpu_capability"] in ("default", "avx2", "avx512"), info
     if "cuda" in info["backends"]:
         assert info["cuda_version"] and all(a.startswith("sm_") for a in info["archs"]), info

@@ -153,6 +153,19 @@ def test_one_allocation_no_intermediate_copy(identity):
         ),
         (torch.zeros(3, 28, 28, dtype=torch.uint8), {"merge_size": 1.5}, ValueError, r"merge_size .*int >= 1, got 1.5"),
         (torch.zeros(3, 28, 28, dtype=torch.uint8), {"channel_dim": 0}, ValueError, r"channel_dim must be -3 .* or -1"),
+        # -3.0 == -3 passed the check, then failed indexing the shape with a bare TypeError.
+        (
+            torch.zeros(3, 28, 28, dtype=torch.uint8),
+            {"channel_dim": -3.0},
+            TypeError,
+            r"channel_dim must be -3 or -1, got float",
+        ),
+        (
+            torch.zeros(3, 28, 28, dtype=torch.uint8),
+            {"channel_dim": True},
+            TypeError,
+            r"channel_dim must be -3 or -1, got bool",
+        ),
         (torch.zeros(3, 28, 28, dtype=torch.float64), {}, TypeError, r"one of the dtypes .*uint8.*, got torch.float64"),
         (
             [torch.zeros(3, 28, 28, dtype=torch.uint8), torch.zeros(3, 28, 28, dtype=torch.uint8, device="meta")],
@@ -230,3 +243,24 @@ def test_cuda_no_sync_one_allocation():
     assert grid.tolist() == [[1, 30, 44], [2, 20, 32]]
     patches = torch.cat([reference_patches(f.movedim(-1, -3), 14, 2, 2) for f in (images[0][None], images[1])])
     assert_affine_close(got.view(-1, 3, 392), patches.view(-1, 3, 392), weight, bias, 1)
+
+
+@pytest.mark.parametrize("identity", [False, True])
+def test_images_that_require_grad_get_gradients(identity):
+    """patchify is a plain function of the image: with autograd on, each row element is x * w[c] + b[c] of
+    one pixel, and a still image's pixel is in its row twice (the frame repeated T=2 times), so the image's
+    gradient of the rows' sum is 2 * w[c]. affine_out cannot carry a graph; patchify then goes through the
+    differentiable op, with the same values."""
+    norm = FusedInputNorm.identity() if identity else FusedInputNorm([0.5] * 3, [0.25] * 3, 1 / 255)
+    clip = torch.rand(3, 3, 56, 28, generator=torch.Generator().manual_seed(6)) * 255  # 3 frames: padded
+    for image in (clip[0].clone(), clip.clone()):
+        image.requires_grad_()
+        pixel_values, grid = norm.patchify(image, torch.float32)
+        with torch.no_grad():
+            expected, expected_grid = norm.patchify(image, torch.float32)
+        assert torch.equal(pixel_values, expected) and torch.equal(grid, expected_grid)
+        pixel_values.sum().backward()
+        weight = torch.ones(3) if identity else norm.weight
+        # Frames of the clip: 0 and 1 once each, 2 twice (padded by itself); the still image twice.
+        copies = torch.tensor([1.0, 1.0, 2.0]).view(3, 1, 1, 1) if image.dim() == 4 else 2.0
+        torch.testing.assert_close(image.grad, (copies * weight.view(3, 1, 1)).expand_as(image), rtol=0, atol=0)

@@ -1,6 +1,7 @@
 """Bad input: a Python exception of the right kind naming the argument, raised before any kernel runs,
 and nothing written into `out` (checked with a sentinel fill)."""
 
+import contextlib
 import re
 
 import pytest
@@ -306,13 +307,73 @@ def test_bad_out(device, case):
     assert torch.equal(x, input_before)
 
 
-@pytest.mark.parametrize("name,out,x,error,match", [case for case in bad_out_cases("cpu") if "overlap" not in case[4]])
+@pytest.mark.parametrize("name,out,x,error,match", bad_out_cases("cpu"))
 def test_fake_kernel_rejects_bad_out_like_the_kernel(name, out, x, error, match):
-    """Overlap needs addresses, which fake tensors lack; every other check on out is metadata."""
+    """Every check on out, overlap included: fake tensors have no addresses, but views of one tensor share
+    its fake storage, and offsets and strides decide the overlap as addresses do."""
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
         fake_out = out if out.device.type == "meta" else mode.from_tensor(out)
         with pytest.raises(error, match=match):
             affine_out(fake_out, mode.from_tensor(x), torch.rand(3), torch.rand(3), 1)
+
+
+@pytest.mark.parametrize("name", ["weight", "bias"])
+@pytest.mark.parametrize("fake", [True, False], ids=["fake", "meta"])
+def test_fake_kernel_rejects_out_overlapping_weight_or_bias(name, fake):
+    """torch.compile traces with these: out sharing bytes with weight or bias is refused as in eager, and a
+    disjoint part of the same storage is accepted."""
+    storage = torch.zeros(16, device="cpu" if fake else "meta")
+    tensors = {
+        "out": storage[:6].view(2, 3),
+        "input": torch.zeros(2, 3, dtype=torch.uint8, device=storage.device),
+        "weight": torch.ones(3, device=storage.device),
+        "bias": torch.zeros(3, device=storage.device),
+        "overlapping": storage[4:7],
+        "disjoint": storage[8:11],
+    }
+    with FakeTensorMode() if fake else contextlib.nullcontext() as mode:
+        t = {k: mode.from_tensor(v) for k, v in tensors.items()} if fake else tensors
+        for part, error in (("overlapping", True), ("disjoint", False)):
+            args = {"weight": t["weight"], "bias": t["bias"]} | {name: t[part]}
+            with (
+                pytest.raises(ValueError, match=rf"affine_out: out overlaps {name}; pass a separate")
+                if error
+                else (contextlib.nullcontext())
+            ):
+                affine_out(t["out"], t["input"], args["weight"], args["bias"], 1)
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["autograd", "inference_mode"])
+@pytest.mark.parametrize(
+    "op,position,name",
+    [
+        ("affine", 0, "input"),
+        ("affine", 1, "weight"),
+        ("affine", 2, "bias"),
+        ("affine_out", 0, "out"),
+        ("affine_out", 1, "input"),
+        ("affine_out", 2, "weight"),
+        ("affine_out", 3, "bias"),
+    ],
+)
+def test_direct_op_call_with_none_for_a_tensor(op, position, name, grad, capfd):
+    """The schema takes Tensor, but a direct torch.ops call can pass None: the op's tagged RuntimeError naming
+    the argument, from the Python autograd kernel or the C++ checks alike, and no C++ backtrace on stderr."""
+    x = torch.zeros(2, 3, 5, dtype=torch.uint8)
+    args = (
+        [x, torch.ones(3), torch.zeros(3)]
+        if op == "affine"
+        else [torch.zeros(2, 3, 5), x, torch.ones(3), torch.zeros(3)]
+    )
+    args[position] = None
+    call = getattr(torch.ops.fused_input_norm, op)
+    extra = (1, None) if op == "affine" else (1,)
+    with torch.inference_mode(not grad), pytest.raises(RuntimeError) as info:
+        call(*args, *extra)
+    assert type(info.value) is RuntimeError
+    assert str(info.value) == f"[TypeError] fused_input_norm.{op}: {name} must be a torch.Tensor, got None"
+    captured = capfd.readouterr()
+    assert "Exception raised from" not in captured.err and "frame #" not in captured.err, captured.err[-2000:]
 
 
 @pytest.mark.parametrize("device", DEVICES)

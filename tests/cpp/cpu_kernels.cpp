@@ -4,9 +4,10 @@
 // step-sliced), Qwen-VL's 9-D patch view of an image (stride-0 frame), broadcast. Each output element is
 // checked against a float64 reference (fp32 math plus one rounding), and bit for bit against the scalar
 // rounding of the fp32 result (fused or not), so the hardware float16 conversions (F16C, NEON) and the
-// vectorized bfloat16 rounding must give the very bits of the scalar code. It also times the kernels on
-// one large contiguous and one strided case; scripts/check_aarch64.sh builds it for aarch64 with and
-// without the NEON path (FIN_CPU_PLAIN) and runs both under qemu. Needs only a C++20 compiler:
+// vectorized bfloat16 rounding must give the very bits of the scalar code. It runs the capability the CPU
+// would pick, or the one FUSED_INPUT_NORM_CPU_CAPABILITY names (default, avx2, avx512, neon). It also times the kernels
+// on one large contiguous and one strided case; scripts/check_aarch64.sh builds it for aarch64 with and without the
+// NEON path (FIN_CPU_PLAIN) and runs both under qemu. Needs only a C++20 compiler:
 //   g++ -std=c++20 -O3 -Icsrc tests/cpp/cpu_kernels.cpp -o cpu_kernels && ./cpu_kernels
 #include <chrono>
 #include <cmath>
@@ -229,7 +230,7 @@ void check_view(const View& v, const char* types) {
   }
 }
 
-// floats_to_half (F16C, NEON or scalar) against the scalar rounding, bit for bit, on every float16
+// floats_to_half of the capability (F16C, NEON or scalar) against the scalar rounding, bit for bit, on every float16
 // rounding boundary region: each float16 value and the floats just around halfway to the next one.
 void check_float16_conversion() {
   std::vector<float> f;
@@ -242,7 +243,10 @@ void check_float16_conversion() {
   }
   f.insert(f.end(), {NAN, -NAN, INFINITY, -INFINITY, 65520.0f, 65519.99f, 1e-10f, -1e-10f, 1e38f});
   std::vector<fin::half_bits> hw(f.size()), sw(f.size());
-  fin::floats_to_half(f.data(), hw.data(), static_cast<int64_t>(f.size()));
+  const auto n = static_cast<int64_t>(f.size());
+  fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {  // the conversion the kernels run
+    fin::floats_to_half<decltype(cap)::value>(f.data(), hw.data(), n);
+  });
   fin::floats_to_half_scalar(f.data(), sw.data(), static_cast<int64_t>(f.size()));
   int64_t bad = 0;
   for (size_t k = 0; k < f.size(); ++k) bad += !same_bits(hw[k], sw[k]);
@@ -286,23 +290,22 @@ double time_view(const View& v, int reps) {
 
 int main(int argc, char** argv) {
   const bool timing = argc > 1 && std::string(argv[1]) == "--time";
-#if defined(FIN_NEON)
-  const char* path = "NEON";
-#elif defined(FIN_X86)
-  const char* path = "x86 clones (AVX-512/AVX2/baseline)";
+  // The capability the kernels run (FUSED_INPUT_NORM_CPU_CAPABILITY picks a lower one), or the plain build.
+#if defined(FIN_CPU_PLAIN)
+  const std::string path = "plain C++, not vectorized";
 #else
-  const char* path = "plain C++";
+  const std::string path = std::string("capability ") + fin::kCapabilityNames[static_cast<int>(fin::kCpuCapability)];
 #endif
   if (timing) {
     // u8 -> bf16 and u8 -> fp16 on 2000 contiguous patch rows, and u8 -> bf16 HWC read as CHW.
     const View patches = contiguous("patches", {2000, 3, 392}, 1);
     const View hwc = permuted("hwc", {2, 224, 224, 3}, {0, 3, 1, 2}, 1);
-    std::printf("timing (%s): u8->bf16 patches %.3f ms, u8->fp16 patches %.3f ms, u8->bf16 HWC->CHW %.3f ms\n", path,
-                time_view<uint8_t, fin::bfloat16_bits>(patches, 5), time_view<uint8_t, fin::half_bits>(patches, 5),
-                time_view<uint8_t, fin::bfloat16_bits>(hwc, 5));
+    std::printf("timing (%s): u8->bf16 patches %.3f ms, u8->fp16 patches %.3f ms, u8->bf16 HWC->CHW %.3f ms\n",
+                path.c_str(), time_view<uint8_t, fin::bfloat16_bits>(patches, 5),
+                time_view<uint8_t, fin::half_bits>(patches, 5), time_view<uint8_t, fin::bfloat16_bits>(hwc, 5));
     return 0;
   }
-  std::printf("CPU kernels (%s): every dtype pair x %zu layouts\n", path, views().size());
+  std::printf("CPU kernels (%s): every dtype pair x %zu layouts\n", path.c_str(), views().size());
   check_float16_conversion();
   check_outputs<uint8_t>("uint8");
   check_outputs<uint16_t>("uint16");

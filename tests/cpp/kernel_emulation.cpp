@@ -6,6 +6,7 @@
 // divider they rely on. Needs only a C++17 compiler:
 //   g++ -std=c++17 -O1 -Icsrc tests/cpp/kernel_emulation.cpp -o emulation && ./emulation
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -297,7 +298,40 @@ void check_pair(const char* types) {
 
 }  // namespace
 
+// The host's affine() is the GPU's fmaf bit for bit: one rounding of the exact x * w + b. This file is built
+// for the baseline x86-64 ISA (no FMA instruction), where affine() is the exact emulation and a plain
+// `x * w + b` would round twice; std::fmaf (libm) is the correctly rounded reference. Random bit patterns
+// (subnormals, overflow, Inf/NaN included), pixel-like uint8 x, and sums that cancel or absorb.
+void check_affine_is_one_rounding() {
+  std::mt19937 gen(18);
+  const auto any_float = [&] {
+    const uint32_t u = gen();
+    return fin::bits_as_float(u);
+  };
+  size_t bad = 0, differ_from_two_roundings = 0;
+  constexpr size_t kCases = 2000000;
+  for (size_t i = 0; i < kCases; ++i) {
+    float x = any_float(), w = any_float(), b = any_float();
+    if (i % 3 == 1) {
+      x = static_cast<float>(gen() & 255);
+      w = std::ldexp(static_cast<float>(gen() % (1u << 24)) / (1u << 24) + 0.5f, -static_cast<int>(gen() % 12));
+      b = std::ldexp(static_cast<float>(gen() % (1u << 24)) / (1u << 24) - 0.5f, 2 - static_cast<int>(gen() % 8));
+    } else if (i % 3 == 2) {
+      b = -x * w * (1.0f + std::ldexp(static_cast<float>(static_cast<int>(gen() % 64) - 32), -23));
+    }
+    const float got = fin::affine(x, w, b), want = std::fmaf(x, w, b);
+    volatile float product = x * w;  // volatile: no contraction, the two-rounding result for comparison
+    const float two_roundings = product + b;
+    if (std::isnan(want) ? !std::isnan(got) : fin::float_as_bits(got) != fin::float_as_bits(want)) ++bad;
+    if (!std::isnan(want) && fin::float_as_bits(two_roundings) != fin::float_as_bits(want)) ++differ_from_two_roundings;
+  }
+  report(bad == 0, "affine one rounding", "float", bad);
+  // The cases must include ones a multiply then an add gets wrong, or the check proves nothing.
+  report(differ_from_two_roundings > 1000, "affine cases that round twice", "float", differ_from_two_roundings);
+}
+
 int main() {
+  check_affine_is_one_rounding();
   check_divider();
   check_layouts();
   check_pair<uint8_t, fin::half_bits>("uint8->float16");
