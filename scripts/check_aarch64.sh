@@ -3,8 +3,8 @@
 # the CPU kernels, NEON) with Debian's g++-aarch64-linux-gnu against the aarch64 torch wheel's headers and
 # libtorch_cpu, leaves it in BUILD_DIR, then runs the CPU kernels' torch-free tests under qemu-aarch64:
 # every input x output dtype and every CPU layout against a float64 reference and bit for bit against the
-# scalar rounding (tests/cpp/cpu_kernels.cpp), built with the NEON path and without it (plain C++, not
-# vectorized), plus the GPU kernels' host emulation. torch itself is not run under qemu (no aarch64 Python
+# scalar rounding (tests/cpp/cpu_kernels.cpp), with the neon and the default capability, and built without
+# any SIMD path (plain C++, not vectorized), plus the GPU kernels' host emulation. torch itself is not run under qemu (no aarch64 Python
 # userland here; README, aarch64). Ends with "N passed, 0 failed".
 #   TORCH_VERSION=2.14.1   AARCH64_CACHE=.ci-cache/aarch64 (the 454 MB wheel, reused by later runs)
 set -euo pipefail
@@ -78,7 +78,8 @@ run() {
   total_passed=$((total_passed + $(echo "$counts" | cut -d' ' -f1)))
   total_failed=$((total_failed + $(echo "$counts" | cut -d' ' -f3)))
 }
-run "$build/cpu_kernels"
+run "$build/cpu_kernels"  # capability neon, the one an aarch64 CPU runs
+FUSED_INPUT_NORM_CPU_CAPABILITY=default run "$build/cpu_kernels"  # forced: software float16 rounding
 run "$build/cpu_kernels_plain"
 run "$build/kernel_emulation"
 
