@@ -3,10 +3,11 @@
 # own ROCm path (CMake, FIN_USE_HIP=ON: csrc/ hipified into BUILD_DIR, every source compiled with
 # USE_ROCM/__HIP_PLATFORM_AMD__ against the installed torch's headers, linked against libtorch_cpu and
 # libamdhip64), then loaded into the torch here and put through the CPU op tests. Steps:
-#   1. hipify: no CUDA runtime name may survive in the hipified tree;
-#   2. every kernel for every dtype pair (tests/rocm/instantiate_kernels.cu) compiled for each arch;
-#   3. the CMake build of the library, left in BUILD_DIR/libfused_input_norm.so, with one code object per
-#      arch in its offload bundle;
+#   1. hipify (CMake's configure): no CUDA runtime name may survive in the hipified tree;
+#   2. the build: every .cpp with the C++ compiler, every .hip with the HIP language (clang), which compiles
+#      every kernel for every dtype pair and arch (the dispatch launches them all);
+#   3. the library in BUILD_DIR/libfused_input_norm.so: one code object per arch in its offload bundle, no
+#      torch C++ symbol imported, libamdhip64 linked;
 #   4. torch.ops.load_library of it (the HIP runtime loads without a GPU), the GPU kernels registered for the
 #      CUDA dispatch key (ROCm torch dispatches HIP tensors there), and the CPU op tests run through it.
 # MI300: gfx940, the nearest arch Debian's hipcc 5.2 (LLVM 15) knows; gfx942 needs a newer ROCm (README).
@@ -36,21 +37,7 @@ done | tail -1)
 bundler=$(dirname "$hip_clang")/clang-offload-bundler
 
 rm -rf "$build"
-mkdir -p "$build/kernels/src"
-# 1+2. The torch-free kernel header alone, every kernel x dtype pair, hipified as the build does it.
-cp csrc/* tests/rocm/instantiate_kernels.cu "$build/kernels/src/"
-units=$("$PY" cmake/hipify_sources.py "$build/kernels/src" "$build/kernels/hip" 2> /dev/null)
-echo "hipified translation units: $(echo "$units" | tr ';' '\n' | xargs -n1 basename | tr '\n' ' ')"
-# Raw CUDA runtime spellings left in the hipified tree would not build on ROCm. (c10::cuda:: and
-# getCurrentCUDAStream are torch API names that ROCm torch keeps.)
-leftovers=$(grep -nE '\bcuda[A-Z][A-Za-z]*\b|cuda_runtime|<<<' "$build"/kernels/hip/*_hip.* "$build"/kernels/hip/*.hip || true)
-if [ -n "$leftovers" ]; then echo "CUDA names survived hipify:"; echo "$leftovers"; exit 1; fi
-echo "no CUDA runtime names left"
-flags=()
-for arch in ${ARCHS//;/ }; do flags+=("--offload-arch=$arch"); done
-HIP_PLATFORM=amd hipcc -std=c++17 -O3 "${flags[@]}" -I"$build/kernels/hip" \
-  -c "$build/kernels/hip/instantiate_kernels.hip" -o "$build/kernels/kernels.o"
-
+mkdir -p "$build"
 # Each arch must have a code object in the offload bundle (.hip_fatbin) of an object or library.
 check_bundle() {
   objcopy -O binary --only-section=.hip_fatbin "$1" "$1.fatbin"
@@ -62,17 +49,22 @@ check_bundle() {
   done
   echo "$targets" | grep amdgcn | sed 's/.*--//' | tr '\n' ' '
 }
-targets=$(check_bundle "$build/kernels/kernels.o")  # (an assignment, so that a failure stops the script)
-echo "every kernel x dtype pair compiled; code objects: $targets"
 
-# 3. The library, through CMake's FIN_USE_HIP path.
+# The library, through CMake's FIN_USE_HIP path.
 "$CMAKE" -S . -B "$build" -G Ninja -DPython3_EXECUTABLE="$PWD/$PY" -DFIN_USE_HIP=ON -DFIN_HIP_ARCHS="$ARCHS" \
   -DCMAKE_HIP_COMPILER="$hip_clang" > "$build/configure.log" 2>&1 || { tail -40 "$build/configure.log"; exit 1; }
 grep "fused_input_norm:" "$build/configure.log"
+# 1. The configure hipified csrc/ into BUILD_DIR/hipified. Raw CUDA runtime spellings left there would not
+# build on ROCm. (c10::cuda:: and getCurrentCUDAStream are torch API names that ROCm torch keeps.)
+leftovers=$(grep -nE '\bcuda[A-Z][A-Za-z]*\b|cuda_runtime|<<<' "$build"/hipified/*_hip.* "$build"/hipified/*.hip || true)
+if [ -n "$leftovers" ]; then echo "CUDA names survived hipify:"; echo "$leftovers"; exit 1; fi
+echo "hipified into $build/hipified, no CUDA runtime names left"
 "$CMAKE" --build "$build" > "$build/build.log" 2>&1 || { grep -m20 -B2 -A5 "error" "$build/build.log"; exit 1; }
 lib="$build/libfused_input_norm.so"
 hip_units=$(sed -n 's/^build CMakeFiles\/fused_input_norm.dir\/hipified\/\([^ ]*\)\.o: \([A-Z]*\)_COMPILER.*/\1 (\2)/p' \
   "$build/build.ninja" | tr '\n' ' ')
+# 2+3. The .hip units launch every GPU kernel for every dtype pair, index width and variant (the
+# dispatch in affine_cuda.cu), so building them compiles each kernel for each arch.
 echo "compiled for ROCm: $hip_units"
 targets=$(check_bundle "$lib")
 echo "linked: $lib, $(du -h "$lib" | cut -f1), code objects: $targets"
