@@ -51,7 +51,7 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;$sysroot)
 EOF
 "$CMAKE" -S . -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$build/aarch64-toolchain.cmake" \
-  -DFIN_TORCH_DIR="$(realpath "$torch_dir")" -DPython3_EXECUTABLE="$(command -v python3)" > "$build/configure.log" 2>&1 \
+  -DFIN_TORCH_DIR="$(realpath "$torch_dir")" -DFIN_CPU_KERNEL_TESTS=ON -DPython3_EXECUTABLE="$(command -v python3)" > "$build/configure.log" 2>&1 \
   || { tail -40 "$build/configure.log"; exit 1; }
 "$CMAKE" --build "$build" > "$build/build.log" 2>&1 || { grep -m20 -B2 -A5 "error" "$build/build.log"; exit 1; }
 lib="$build/libfused_input_norm.so"
@@ -62,7 +62,7 @@ cxx_torch=$(aarch64-linux-gnu-nm -D --undefined-only "$lib" | grep -E ' U _ZN(3c
 # (grep without -q: an early exit would fail the pipe under pipefail)
 fcvtn=$(aarch64-linux-gnu-objdump -d "$lib" | grep -c 'fcvtn' || true)
 [ "$fcvtn" -gt 0 ] || { echo "no NEON float16 conversion (fcvtn) in $lib"; exit 1; }
-echo "cross-built: $lib ($(du -h "$lib" | cut -f1), $(file -b "$lib" | cut -d, -f1-2)), links $(aarch64-linux-gnu-readelf -d "$lib" | grep -o 'lib[a-z0-9_]*\.so[.0-9]*' | tr '\n' ' ')"
+echo "cross-built: $lib ($(du -h "$lib" | cut -f1), $(file -b "$lib" | cut -d, -f1-2)), links $(aarch64-linux-gnu-readelf -d "$lib" | grep -o 'NEEDED.*\[lib[a-z0-9_+]*\.so[.0-9]*' | grep -o 'lib[a-z0-9_+]*\.so[.0-9]*' | tr '\n' ' ')"
 
 # The tests under qemu: each program ends with "N passed, M failed".
 total_passed=0
