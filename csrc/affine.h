@@ -40,11 +40,6 @@ AffinePlan plan_affine(const Tensor& input, int64_t dim);
 // A new contiguous tensor with input's shape and device; dtype is float16, bfloat16 or float32.
 Tensor new_output(const Tensor& input, ScalarType dtype);
 
-// The CPU affine of `numel` uint8 inputs laid out by `layout` (in output order) into out's elements
-// [out_offset, out_offset + numel), on the calling thread: the resize's CPU kernel feeds it resampled bands.
-void affine_cpu_uint8(const uint8_t* in, const Tensor& out, int64_t out_offset, const float* weight, const float* bias,
-                      const StridedLayout& layout, int64_t numel);
-
 // A backend's unchecked kernel launch: writes input * weight[c] + bias[c] into out.
 using AffineRun = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            int64_t dim);

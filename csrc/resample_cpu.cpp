@@ -12,12 +12,9 @@
 #include <vector>
 
 #include "affine.h"
-#include "cpu_capability.h"
+#include "affine_cpu_kernels.h"
+#include "dispatch.h"
 #include "resample.h"
-
-#if defined(FIN_X86)
-#include <immintrin.h>
-#endif
 
 namespace fused_input_norm {
 namespace {
@@ -113,7 +110,9 @@ __attribute__((target("avx2"))) void multiply_add_rows16_avx2(const u8x16* colum
 // (FUSED_INPUT_NORM_CPU_CAPABILITY=default) and other CPUs.
 inline MultiplyAddRows16 multiply_add_rows16_for_cpu() {
 #if defined(FIN_X86)
-  if (kCpuCapability != CpuCapability::kDefault) return &multiply_add_rows16_avx2;
+  if (kCpuCapability == CpuCapability::kAvx2 || kCpuCapability == CpuCapability::kAvx512) {
+    return &multiply_add_rows16_avx2;
+  }
 #endif
   return &multiply_add_rows16_generic;
 }
@@ -340,25 +339,33 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
     band_numel = gw * m * m * C * T * P * P;
   }
 
-  torch::stable::parallel_for(0, p.batch * bands, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t image = task / bands, band = task % bands;
-      const int64_t y0 = band * band_rows, y1 = std::min(h, y0 + band_rows), rows = y1 - y0;
-      std::vector<uint8_t>& buffer = scratch.band;
-      buffer.resize(static_cast<size_t>(C * rows * width));
-      with_cpu_capability([&](auto cap)
-                              FIN_CPU_KERNEL_LAMBDA { resample_band<cap>(p, in, image, y0, y1, buffer.data()); });
-      if (patches) {
-        affine_cpu_uint8(buffer.data(), out, (image * bands + band) * band_numel, w, b, band_layout, band_numel);
-      } else {
-        StridedLayout row_run{};
-        const int64_t n = rows * width, one = 1;
-        build_strided_layout(1, &n, &one, -1, &row_run);
-        for (int64_t c = 0; c < C; ++c) {
-          affine_cpu_uint8(buffer.data() + c * n, out, ((image * C + c) * h + y0) * width, w + c, b + c, row_run, n);
-        }
+  FIN_DISPATCH_IN_OUT(ScalarType::Byte, out.scalar_type(), [&] {
+    auto* y = static_cast<out_t*>(out.mutable_data_ptr());
+    torch::stable::parallel_for(0, p.batch * bands, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t image = task / bands, band = task % bands;
+        const int64_t y0 = band * band_rows, y1 = std::min(h, y0 + band_rows), rows = y1 - y0;
+        std::vector<uint8_t>& buffer = scratch.band;
+        buffer.resize(static_cast<size_t>(C * rows * width));
+        const uint8_t* src = buffer.data();
+        // The band, resampled, is the source of the affine's own strided walker (affine_cpu_kernels.h).
+        with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
+          resample_band<cap>(p, in, image, y0, y1, buffer.data());
+          if (patches) {
+            affine_strided<cap>(src, y + (image * bands + band) * band_numel, w, b, band_layout, int64_t{0},
+                                band_numel);
+          } else {
+            StridedLayout row_run{};
+            const int64_t n = rows * width, one = 1;
+            build_strided_layout(1, &n, &one, -1, &row_run);
+            for (int64_t c = 0; c < C; ++c) {
+              affine_strided<cap>(src + c * n, y + ((image * C + c) * h + y0) * width, w + c, b + c, row_run,
+                                  int64_t{0}, n);
+            }
+          }
+        });
       }
-    }
+    });
   });
 }
 
