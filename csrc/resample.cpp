@@ -12,10 +12,10 @@ namespace {
 
 constexpr const char* kOp = "fused_input_norm.resize_affine_out";
 
-ResampleFilter parse_filter(const std::string& filter) {
+ResampleFilter parse_filter(const char* op, const std::string& filter) {
   if (filter == "bilinear") return ResampleFilter::kBilinear;
   if (filter == "bicubic") return ResampleFilter::kBicubic;
-  fail(ArgError::kValue, kOp, ": resample must be 'bilinear' or 'bicubic', got '", filter, "'");
+  fail(ArgError::kValue, op, ": resample must be 'bilinear' or 'bicubic', got '", filter, "'");
 }
 
 // A plan tensor for one axis: int32, 1-D, contiguous, on input's device, sized for (in_size, out_size,
@@ -37,12 +37,22 @@ void check_plan(const char* name, const Tensor& plan, const torch::stable::Devic
          out_size, ") (", expected, " values), got shape ", int_list(plan.sizes()));
   }
   if (device.type() == torch::headeronly::DeviceType::CPU) {
+    // The CPU kernels index with the plan's windows directly: check every one (O(out_size)). Device plans
+    // cannot be read without a sync; their kernels clamp instead (ResamplePass::at).
     const auto* header = static_cast<const int32_t*>(plan.const_data_ptr());
     if (header[PlanHeader::kInSize] != in_size || header[PlanHeader::kOutSize] != out_size ||
         header[PlanHeader::kTaps] != taps) {
       fail(ArgError::kValue, kOp, ": ", name, " was planned for ", header[PlanHeader::kInSize], " -> ",
            header[PlanHeader::kOutSize], ", the call resamples ", in_size, " -> ", out_size);
     }
+    const int32_t precision = header[PlanHeader::kPrecision];
+    bool valid = precision >= 1 && precision <= 22;
+    const int32_t* bounds = header + PlanHeader::kSize;
+    for (int64_t o = 0; valid && o < out_size; ++o) {
+      const int64_t first = bounds[2 * o], count = bounds[2 * o + 1];
+      valid = first >= 0 && count >= 0 && count <= taps && first + count <= in_size;
+    }
+    if (!valid) fail(ArgError::kValue, kOp, ": ", name, " is not a plan made by resample_plan (corrupt windows)");
   }
 }
 
@@ -89,7 +99,7 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   const torch::stable::Device device = input.device();
   check_channel_vector("resize_affine_out", "weight", weight, device, 1, p.channels);
   check_channel_vector("resize_affine_out", "bias", bias, device, 1, p.channels);
-  p.filter = parse_filter(filter);
+  p.filter = parse_filter(kOp, filter);
   if (size.size() != 2 || size[0] < 1 || size[1] < 1) {
     fail(ArgError::kValue, kOp, ": size must be (height, width) >= 1, got ", int_list(size));
   }
@@ -121,8 +131,8 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   p.left = crop[1];
   p.crop_h = crop[2];
   p.crop_w = crop[3];
-  if (p.top < 0 || p.left < 0 || p.crop_h < 1 || p.crop_w < 1 || p.top + p.crop_h > p.out_h ||
-      p.left + p.crop_w > p.out_w) {
+  if (p.top < 0 || p.left < 0 || p.crop_h < 1 || p.crop_w < 1 || p.crop_h > p.out_h || p.crop_w > p.out_w ||
+      p.top > p.out_h - p.crop_h || p.left > p.out_w - p.crop_w) {
     fail(ArgError::kValue, kOp, ": crop (top, left, height, width) = ", int_list(crop),
          " must lie inside the resampled image of size ", int_list(size));
   }
@@ -135,7 +145,12 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
     p.temporal = patches[0];
     p.patch = patches[1];
     p.merge = patches[2];
-    const int64_t factor = p.patch * p.merge;
+    // Products that overflow int64 are no geometry a crop can have: refused before they wrap.
+    int64_t factor = 0, row = 0;
+    if (__builtin_mul_overflow(p.patch, p.merge, &factor) || __builtin_mul_overflow(p.channels, p.temporal, &row) ||
+        __builtin_mul_overflow(row, p.patch, &row) || __builtin_mul_overflow(row, p.patch, &row)) {
+      fail(ArgError::kValue, kOp, ": patches ", int_list(patches), " overflow the output's row length");
+    }
     if (p.crop_h % factor != 0 || p.crop_w % factor != 0) {
       fail(ArgError::kValue, kOp, ": the cropped image ", p.crop_h, "x", p.crop_w,
            " must be a multiple of patch_size * merge_size = ", factor, " on both sides");
@@ -171,13 +186,7 @@ Tensor resample_plan(int64_t in_size, int64_t out_size, std::string filter, std:
     fail(ArgError::kValue, "fused_input_norm.resample_plan: reference must be 'pil' or 'torchvision', got '", reference,
          "'");
   }
-  ResampleFilter f = ResampleFilter::kBicubic;
-  if (filter == "bilinear") {
-    f = ResampleFilter::kBilinear;
-  } else if (filter != "bicubic") {
-    fail(ArgError::kValue, "fused_input_norm.resample_plan: resample must be 'bilinear' or 'bicubic', got '", filter,
-         "'");
-  }
+  const ResampleFilter f = parse_filter("fused_input_norm.resample_plan", filter);
   const std::vector<int32_t> plan = make_resample_plan(in_size, out_size, f, ref);
   const int64_t n = static_cast<int64_t>(plan.size());
   Tensor t =

@@ -197,15 +197,24 @@ struct ResamplePass {
   const int32_t* plan;
   bool vertical;
   int32_t plan_begin, fixed_begin, tap_offset;
+  int32_t tap_extent;  // src's elements along the resampled axis
 
   FIN_HOST_DEVICE uint8_t at(int64_t b, int64_t c, int64_t i, int64_t j) const {
     const ResampleAxis axis = resample_axis(plan);
-    const int64_t o = (vertical ? i : j) + plan_begin;
+    // The glue checks a plan's length, but its contents only on the CPU (reading a device plan back would
+    // sync): the clamps keep a plan made for other sizes from reading outside the plan or src.
+    int64_t o = (vertical ? i : j) + plan_begin;
+    o = o < plan[PlanHeader::kOutSize] ? o : plan[PlanHeader::kOutSize] - 1;
+    int64_t first = static_cast<int64_t>(axis.bounds[2 * o]) - tap_offset;
+    first = first < 0 ? 0 : first < tap_extent ? first : tap_extent - 1;
+    int64_t count = axis.bounds[2 * o + 1];
+    count = count < axis.taps ? count : axis.taps;
+    count = count < tap_extent - first ? count : tap_extent - first;
     const int64_t fixed = (vertical ? j : i) + fixed_begin;
     const int64_t tap_stride = vertical ? stride_row : stride_col;
-    const uint8_t* base = src + b * stride_b + c * stride_c + fixed * (vertical ? stride_col : stride_row) +
-                          (static_cast<int64_t>(axis.bounds[2 * o]) - tap_offset) * tap_stride;
-    return resample_taps(base, tap_stride, axis.coeffs + o * axis.taps, axis.bounds[2 * o + 1], axis.precision);
+    const uint8_t* base =
+        src + b * stride_b + c * stride_c + fixed * (vertical ? stride_col : stride_row) + first * tap_stride;
+    return resample_taps(base, tap_stride, axis.coeffs + o * axis.taps, static_cast<int32_t>(count), axis.precision);
   }
 };
 
@@ -321,6 +330,7 @@ inline ResamplePass first_pass(const ResizePlan& p, const uint8_t* input) {
   pass.plan_begin = static_cast<int32_t>(p.vertical_first ? p.top : p.left);
   pass.fixed_begin = static_cast<int32_t>(p.first_begin);
   pass.tap_offset = 0;
+  pass.tap_extent = static_cast<int32_t>(p.vertical_first ? p.in_h : p.in_w);
   return pass;
 }
 
@@ -339,9 +349,11 @@ inline ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std
   if (p.two_passes()) {  // the intermediate's other axis is the crop's already; its taps start at first_begin
     pass.fixed_begin = 0;
     pass.tap_offset = static_cast<int32_t>(p.first_begin);
+    pass.tap_extent = static_cast<int32_t>(p.first_end - p.first_begin);
   } else {
     pass.fixed_begin = static_cast<int32_t>(pass.vertical ? p.left : p.top);
     pass.tap_offset = 0;
+    pass.tap_extent = static_cast<int32_t>(pass.vertical ? p.in_h : p.in_w);
   }
   return pass;
 }

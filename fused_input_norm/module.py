@@ -373,8 +373,8 @@ class FusedInputNorm(nn.Module):
         key = (device.type, device.index)
         if key not in self._unit_params:
             self._unit_params[key] = (
-                torch.ones(self.channel, device=device),
-                torch.zeros(self.channel, device=device),
+                torch.ones(self.channel, dtype=torch.float32, device=device),
+                torch.zeros(self.channel, dtype=torch.float32, device=device),
             )
         return self._unit_params[key]
 

@@ -233,7 +233,7 @@ def _resample_plan_fake(in_size, out_size, resample="bicubic", reference="pil"):
         raise ValueError(f"{_PLAN_OP}: reference must be 'pil' or 'torchvision', got '{reference}'")
     if resample not in RESAMPLE_FILTERS:
         raise ValueError(f"{_PLAN_OP}: resample must be 'bilinear' or 'bicubic', got '{resample}'")
-    return torch.empty(_plan_numel(in_size, out_size, resample), dtype=torch.int32)
+    return torch.empty(_plan_numel(in_size, out_size, resample), dtype=torch.int32, device="cpu")
 
 
 def _plan_numel(in_size: int, out_size: int, resample: str) -> int:
@@ -289,7 +289,7 @@ def _resize_affine_out_fake(
         raise ValueError(f"{_RESIZE_OP}: crop must be (top, left, height, width), got {list(crop)}")
     top, left, h, w = crop
     if top < 0 or left < 0 or h < 1 or w < 1 or top + h > size[0] or left + w > size[1]:
-        raise ValueError(
+        raise ValueError(  # Python ints do not wrap: the C++ check is written not to either
             f"{_RESIZE_OP}: crop (top, left, height, width) = {list(crop)} must lie inside the resampled image of "
             f"size {list(size)}"
         )
@@ -302,6 +302,8 @@ def _resize_affine_out_fake(
                 f"{list(patches)}"
             )
         t, p, m = patches
+        if max(p * m, channels * t * p * p) >= 1 << 63:
+            raise ValueError(f"{_RESIZE_OP}: patches {list(patches)} overflow the output's row length")
         if h % (p * m) or w % (p * m):
             raise ValueError(
                 f"{_RESIZE_OP}: the cropped image {h}x{w} must be a multiple of patch_size * merge_size = {p * m} on "
@@ -316,6 +318,11 @@ def _resize_affine_out_fake(
         raise ValueError(f"{_RESIZE_OP}: out must have shape {shape}, got {list(out.shape)}")
     if not out.is_contiguous():
         raise ValueError(f"{_RESIZE_OP}: out must be contiguous, got stride {list(out.stride())}")
+    if any(t is not None and _may_overlap(out, t) for t in (input, weight, bias, row_plan, col_plan)):
+        raise ValueError(
+            f"{_RESIZE_OP}: out overlaps an input of the call (input, weight, bias or a plan); pass a separate output "
+            "buffer"
+        )
 
 
 # Autograd. Engines run under torch.inference_mode, which skips these kernels; anyone differentiating

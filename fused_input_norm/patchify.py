@@ -35,6 +35,29 @@ def patch_views(
     last group repeats the last frame, as the processor pads). grid_thw is an int64 CPU tensor
     [n_images, 3] computed from shapes only.
     """
+    images = _checked_images(images, patch_size, temporal_patch_size, merge_size, channel_dim)
+    views, grids = [], []
+    for i, image in enumerate(images):
+        name = f"images[{i}]" if len(images) > 1 else "images"
+        frames = _frames(image, name, channel, channel_dim)
+        if frames.device != images[0].device:
+            raise ValueError(
+                f"FusedInputNorm.patchify: every image must be on one device, got {images[0].device} (images[0]) "
+                f"and {frames.device} ({name})"
+            )
+        _check_spatial(frames, name, patch_size * merge_size)
+        for piece in _split_temporal(frames, temporal_patch_size):
+            views.append(_patch_view(piece, patch_size, temporal_patch_size, merge_size))
+        num_frames, _, height, width = frames.shape
+        grids.append([-(-num_frames // temporal_patch_size), height // patch_size, width // patch_size])
+    return views, torch.tensor(grids, dtype=torch.int64, device="cpu")
+
+
+def _checked_images(
+    images: object, patch_size: object, temporal_patch_size: object, merge_size: object, channel_dim: object
+) -> list:
+    """The checks every patchify call makes first: the patch geometry, channel_dim, and images as a non-empty
+    list."""
     for name, value in (
         ("patch_size", patch_size),
         ("temporal_patch_size", temporal_patch_size),
@@ -56,21 +79,7 @@ def patch_views(
             f"FusedInputNorm.patchify: images must be a tensor or a non-empty list of tensors, got {got!r}"
         )
 
-    views, grids = [], []
-    for i, image in enumerate(images):
-        name = f"images[{i}]" if len(images) > 1 else "images"
-        frames = _frames(image, name, channel, channel_dim)
-        if frames.device != images[0].device:
-            raise ValueError(
-                f"FusedInputNorm.patchify: every image must be on one device, got {images[0].device} (images[0]) "
-                f"and {frames.device} ({name})"
-            )
-        _check_spatial(frames, name, patch_size * merge_size)
-        for piece in _split_temporal(frames, temporal_patch_size):
-            views.append(_patch_view(piece, patch_size, temporal_patch_size, merge_size))
-        num_frames, _, height, width = frames.shape
-        grids.append([-(-num_frames // temporal_patch_size), height // patch_size, width // patch_size])
-    return views, torch.tensor(grids, dtype=torch.int64, device="cpu")
+    return list(images)
 
 
 def _frames(image: object, name: str, channel: int, channel_dim: int) -> torch.Tensor:
@@ -152,9 +161,7 @@ def resized_patch_plan(
     """Checks patchify's resizing arguments: the images as [1, C, H, W] uint8 views, the size smart_resize
     gives each, and grid_thw (an int64 CPU tensor, from shapes only)."""
     temporal, patch, merge = patches
-    for name, value in (("patch_size", patch), ("temporal_patch_size", temporal), ("merge_size", merge)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"FusedInputNorm.patchify: {name} must be an int >= 1, got {value!r}")
+    images = _checked_images(images, patch, temporal, merge, channel_dim)
     factor = patch * merge
     bounds = {}
     for name, value, default in (("min_pixels", min_pixels, 56 * 56), ("max_pixels", max_pixels, 28 * 28 * 1280)):
@@ -171,17 +178,6 @@ def resized_patch_plan(
     if bounds["min_pixels"] > bounds["max_pixels"]:
         raise ValueError(
             f"FusedInputNorm.patchify: min_pixels = {bounds['min_pixels']} exceeds max_pixels = {bounds['max_pixels']}"
-        )
-    if channel_dim not in _LAYOUTS:
-        raise ValueError(
-            f"FusedInputNorm.patchify: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}"
-        )
-    if isinstance(images, torch.Tensor):
-        images = [images]
-    elif not isinstance(images, list | tuple) or len(images) == 0:
-        got = images if isinstance(images, list | tuple) else type(images).__name__
-        raise ValueError(
-            f"FusedInputNorm.patchify: images must be a tensor or a non-empty list of tensors, got {got!r}"
         )
     frames, sizes, grids = [], [], []
     for i, image in enumerate(images):

@@ -108,7 +108,9 @@ class PlanCache:
         if plan is None:
             plan = ops.resample_plan(in_size, out_size, resample, algorithm)
             if device.type != "cpu":
-                plan = plan.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else plan.to(device)
+                # A blocking copy, once per size pair: a non-blocking one would be ordered on this call's
+                # stream only, and a later call on another stream could read the plan before it lands.
+                plan = plan.to(device)
             # While tracing (torch.compile, torch.export, FakeTensorMode) the plan is a fake tensor: caching it
             # would hand later eager calls a tensor with no data. (is_compiling first: dynamo cannot trace
             # is_fake.)

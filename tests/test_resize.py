@@ -1110,3 +1110,56 @@ def test_cuda_resize_does_not_sync_once_planned():
         norm.patchify(images, torch.bfloat16, max_pixels=28 * 28 * 1280)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+# ---- found by review: arguments whose products overflow, and plans that are not the planner's ----
+
+
+def _resize_call(out, x, plans, size, crop, patches=()):
+    w = torch.ones(x.shape[1])
+    b = torch.zeros(x.shape[1])
+    resize_affine_out(out, x, w, b, *plans, size, crop, "bilinear", False, list(patches))
+
+
+def test_crop_whose_end_overflows_int64_is_refused_and_nothing_written():
+    x = torch.zeros(1, 1, 10, 10, dtype=torch.uint8)
+    out = torch.full((1, 1, 1, 10), -7.0)
+    plans = (resample_plan(10, 5, "bilinear"), None)
+    with pytest.raises(ValueError, match="crop"):
+        _resize_call(out, x, plans, [5, 10], [2**63 - 1, 0, 1, 10])
+    with pytest.raises(ValueError, match="crop"):
+        _resize_call(out, x, plans, [5, 10], [0, 2**63 - 1, 1, 10])
+    assert (out == -7).all()
+
+
+@pytest.mark.parametrize("patches", [(1, 1 << 32, 1 << 32), (6148914691236517206, 1, 1), (1 << 62, 1 << 31, 1)])
+def test_patches_whose_products_overflow_are_refused(patches):
+    x = torch.zeros(1, 3, 4, 4, dtype=torch.uint8)
+    out = torch.full((4, 2), -7.0)
+    plans = (resample_plan(4, 2, "bilinear"), resample_plan(4, 2, "bilinear"))
+    with pytest.raises(ValueError, match="patches"):
+        _resize_call(out, x, plans, [2, 2], [0, 0, 2, 2], patches)
+    assert (out == -7).all()
+
+
+def test_a_cpu_plan_with_corrupt_windows_is_refused():
+    x = torch.zeros(1, 1, 10, 10, dtype=torch.uint8)
+    out = torch.full((1, 1, 5, 10), -7.0)
+    for index, value in ((4, 100), (5, 1000), (4, -3)):  # first window's start, its count, a negative start
+        plan = resample_plan(10, 5, "bilinear")
+        plan[index] = value
+        with pytest.raises(ValueError, match="not a plan made by resample_plan"):
+            _resize_call(out, x, (plan, None), [5, 10], [0, 0, 5, 10])
+    assert (out == -7).all()
+
+
+def test_identity_module_resizes_under_another_default_dtype():
+    image = torch.randint(0, 256, (3, 20, 30), dtype=torch.uint8)
+    expected = FusedInputNorm.identity().resize(image, torch.float32, (10, 15))
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = FusedInputNorm.identity().resize(image, torch.float32, (10, 15))
+    finally:
+        torch.set_default_dtype(previous)
+    assert torch.equal(got, expected)
