@@ -77,6 +77,9 @@ def test_compiled_module_rejects_wrong_channels(fullgraph):
         assert type(info.value) is ValueError
 
 
+_TORCH_AT_LEAST_2_14 = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 14)
+
+
 @pytest.mark.parametrize("fullgraph", [False, True])
 @pytest.mark.parametrize("wrapper", [True, False], ids=["fused_input_norm.affine_out", "torch.ops"])
 def test_compiled_affine_out_overlapping_weight_is_refused_while_tracing(fullgraph, wrapper):
@@ -97,7 +100,9 @@ def test_compiled_affine_out_overlapping_weight_is_refused_while_tracing(fullgra
         torch.compile(step, fullgraph=fullgraph)(out, x, weight, bias)
     messages = _messages(info.value)
     assert "fused_input_norm.affine_out: out overlaps weight" in messages
-    if wrapper and not fullgraph:
+    # torch 2.14's dynamo re-raises the fake kernel's ValueError from a graph break without fullgraph; 2.13's
+    # wraps it in its TorchRuntimeError as fullgraph does (the message and the cause are the same).
+    if wrapper and not fullgraph and _TORCH_AT_LEAST_2_14:
         assert type(info.value) is ValueError
     else:
         assert "fake" in messages.lower(), messages[:2000]  # refused while tracing, not by the kernel at run time
