@@ -17,9 +17,11 @@ else:
     from . import _C  # noqa: F401  (registers torch.ops.fused_input_norm.*)
 from .module import FusedInputNorm
 from .ops import affine, affine_out, resample_plan, resize_affine_out
+from .processor import FusedImageProcessor
 from .resize import smart_resize
 
 __all__ = [
+    "FusedImageProcessor",
     "FusedInputNorm",
     "affine",
     "affine_out",

@@ -317,6 +317,7 @@ class FusedInputNorm(nn.Module):
         reference: str = "pil",
         crop: Sequence[int] | None = None,
         channel_dim: int = -3,
+        out: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Resizes uint8 images exactly as the reference does, crops, and normalizes, in one pass.
 
@@ -328,6 +329,7 @@ class FusedInputNorm(nn.Module):
 
         Returns [..., C, crop height, crop width], contiguous, in `visual_dtype`: before the affine, every
         value is the reference's uint8 pixel, bit for bit. An identity module returns those values cast.
+        `out`: a tensor of that shape, dtype and device to write into (a slice of a batch's output) instead.
         """
         where = "FusedInputNorm.resize"
         _check_visual_dtype(where, visual_dtype)
@@ -361,9 +363,32 @@ class FusedInputNorm(nn.Module):
                 f"{where}: crop (top, left, height, width) = {crop} must lie inside the resized image of size {size}"
             )
         weight, bias = self._resize_params(where, x.device)
-        out = torch.empty(x.shape[0], self.channel, height, width, dtype=visual_dtype, device=x.device)
-        resize_into(out, x, weight, bias, size, crop, resample, reference, self._plans)
-        return out if images.dim() == 4 else out[0]
+        shape = (*images.shape[:-3], self.channel, height, width)
+        if out is None:
+            out = torch.empty(shape, dtype=visual_dtype, device=x.device)
+        elif not isinstance(out, torch.Tensor) or (out.shape, out.dtype, out.device, out.is_contiguous()) != (
+            shape,
+            visual_dtype,
+            x.device,
+            True,
+        ):
+            got = (tuple(out.shape), out.dtype, out.device) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(
+                f"{where}: out must be a contiguous tensor of shape {shape}, dtype {visual_dtype} on {x.device}, "
+                f"got {got}"
+            )
+        resize_into(
+            out.view(x.shape[0], self.channel, height, width),
+            x,
+            weight,
+            bias,
+            size,
+            crop,
+            resample,
+            reference,
+            self._plans,
+        )
+        return out
 
     def _resize_params(self, where: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """weight/bias for the resize kernels: the buffers, or (1, 0) for an identity module (exact casts)."""

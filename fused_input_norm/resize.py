@@ -44,6 +44,14 @@ def smart_resize(
     return h_bar, w_bar
 
 
+def shortest_edge_size(height: int, width: int, shortest_edge: int) -> tuple[int, int]:
+    """transformers' get_resize_output_image_size(size=shortest_edge, default_to_square=False), as CLIP's
+    processors resize: the short side to `shortest_edge`, the long side int(shortest_edge * long / short)."""
+    short, long = (width, height) if width <= height else (height, width)
+    new_short, new_long = shortest_edge, int(shortest_edge * long / short)
+    return (new_long, new_short) if width <= height else (new_short, new_long)
+
+
 def pil_rule(reference: str) -> str | None:
     """The pass-order rule of a reference: "13", "12.2", "12.1", or None for torchvision."""
     if reference == "torchvision":
