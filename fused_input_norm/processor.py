@@ -366,8 +366,8 @@ def _size(kind: str, config: Mapping) -> dict:
     if size is None:
         return dict(_DEFAULTS[kind]["size"])
     if isinstance(size, int) and not isinstance(size, bool):
-        # transformers' get_size_dict: CLIP reads a bare int as the shortest edge, SigLIP as a square.
-        size = {"shortest_edge": size} if kind == "clip" else {"height": size, "width": size}
+        # transformers 5 reads a bare int as the shortest edge (default_to_square is False for both).
+        size = {"shortest_edge": size}
     if isinstance(size, Mapping) and set(size) == {"shortest_edge"}:
         return {"shortest_edge": _positive_int("size['shortest_edge']", size["shortest_edge"])}
     if isinstance(size, Mapping) and set(size) == {"height", "width"}:

@@ -1,0 +1,486 @@
+"""FusedImageProcessor against transformers 5's own processors, built from the same config: Qwen2-VL, Qwen2.5-VL
+and Qwen3-VL checkpoints' configs, CLIP, SigLIP; reference="pil" against the *Pil classes (fed PIL images),
+reference="torchvision" against the default classes (fed CPU tensors). On real photos, one at a time, as a
+batch of mixed sizes, from PNG bytes and from JPEG bytes; RGB conversion per input type; the config's
+defaults against the classes'; and every kind of bad input.
+"""
+
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+from conftest import DEVICES, RecordOps, requires_cuda
+
+from fused_input_norm import FusedImageProcessor
+from fused_input_norm.processor import resolve_config
+
+transformers = pytest.importorskip("transformers", reason="transformers is a test-only dependency, not installed")
+pytest.importorskip(
+    "torchvision", reason="the processor decodes with torchvision, and transformers' default backend is it"
+)
+skimage_data = pytest.importorskip("skimage.data", reason="scikit-image (real photos) is not installed")
+Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed")
+from torchvision.io import ImageReadMode, decode_image  # noqa: E402
+
+PHOTOS = ["astronaut", "coffee", "chelsea", "rocket"]
+FP32_ATOL = 1e-6  # fp32 rounding: the processor's (x * r - m) / s against the kernel's one FMA
+# Configs as the checkpoints ship them (preprocessor_config.json), plus the bare class defaults.
+CONFIGS = {
+    "qwen2-vl": {
+        "min_pixels": 3136,
+        "max_pixels": 12845056,
+        "patch_size": 14,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen2VLProcessor",
+    },
+    "qwen2.5-vl": {
+        "min_pixels": 3136,
+        "max_pixels": 12845056,
+        "patch_size": 14,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen2_5_VLProcessor",
+    },
+    "qwen3-vl": {
+        "size": {"longest_edge": 16777216, "shortest_edge": 65536},
+        "patch_size": 16,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "processor_class": "Qwen3VLProcessor",
+        "image_processor_type": "Qwen2VLImageProcessorFast",
+    },
+    "qwen2-vl-defaults": {"image_processor_type": "Qwen2VLImageProcessor"},
+    "clip": {
+        "crop_size": 224,
+        "do_center_crop": True,
+        "do_normalize": True,
+        "do_resize": True,
+        "feature_extractor_type": "CLIPFeatureExtractor",
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "resample": 3,
+        "size": 224,
+    },
+    "siglip-384": {
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_processor_type": "SiglipImageProcessor",
+        "image_std": [0.5, 0.5, 0.5],
+        "processor_class": "SiglipProcessor",
+        "resample": 3,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"height": 384, "width": 384},
+    },
+    "siglip-bilinear": {"image_processor_type": "SiglipImageProcessorPil", "resample": 2},
+}
+CONFIGS["clip"]["image_processor_type"] = "CLIPImageProcessor"
+CLASSES = {
+    "qwen2_vl": (transformers.Qwen2VLImageProcessorPil, transformers.Qwen2VLImageProcessor),
+    "clip": (transformers.CLIPImageProcessorPil, transformers.CLIPImageProcessor),
+    "siglip": (transformers.SiglipImageProcessorPil, transformers.SiglipImageProcessor),
+}
+REFERENCES = ["pil", "torchvision"]
+
+
+def photo(name: str) -> np.ndarray:
+    return np.ascontiguousarray(getattr(skimage_data, name)())
+
+
+def hf_processor(config: dict, reference: str):
+    """transformers' own processor from the same config: the Pil class for "pil", the default for "torchvision"."""
+    kind = resolve_config(config)[0].kind
+    pil_class, tv_class = CLASSES[kind]
+    keys = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
+    return (pil_class if reference == "pil" else tv_class).from_dict(keys)
+
+
+def hf_input(reference: str, hwc: np.ndarray):
+    """Each backend's native input: a PIL image for the Pil classes, a CPU uint8 [C, H, W] tensor otherwise."""
+    if reference == "pil":
+        return Image.fromarray(hwc)
+    return torch.from_numpy(hwc).permute(2, 0, 1).contiguous()
+
+
+def encode(hwc: np.ndarray, fmt: str, **options) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(hwc).save(buffer, fmt, **options)
+    return buffer.getvalue()
+
+
+def assert_matches(got: dict, expected, record_property, label: str) -> None:
+    assert set(got) == set(expected.keys()), (set(got), set(expected.keys()))
+    if "image_grid_thw" in expected:
+        assert got["image_grid_thw"].dtype == torch.int64 and got["image_grid_thw"].device.type == "cpu"
+        assert torch.equal(got["image_grid_thw"], expected["image_grid_thw"])
+    want, have = expected["pixel_values"], got["pixel_values"].cpu()
+    assert have.dtype == torch.float32 and have.shape == want.shape, (have.shape, want.shape)
+    diff = (have - want).abs().max().item()
+    record_property("max_abs_diff", diff)
+    print(f"{label} {tuple(want.shape)}: max |diff| {diff:.3g}")
+    assert diff <= FP32_ATOL, f"{label}: max |diff| {diff}"
+
+
+# ----- parity with transformers, per config and reference -----
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_batch_of_mixed_sizes_matches_transformers(config, reference, record_property):
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS[config], device="cpu", reference=reference)
+    photos = [photo(n) for n in PHOTOS]
+    assert len({p.shape for p in photos}) == len(photos)
+    expected = hf_processor(CONFIGS[config], reference)([hf_input(reference, p) for p in photos], return_tensors="pt")
+    got = processor([Image.fromarray(p) for p in photos] if reference == "pil" else photos)
+    assert_matches(got, expected, record_property, f"{config} {reference} batch")
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("config", ["qwen2-vl", "qwen3-vl", "clip", "siglip-384"])
+@pytest.mark.parametrize("name", PHOTOS)
+def test_one_photo_matches_transformers(name, config, reference, record_property):
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS[config], device="cpu", reference=reference)
+    hwc = photo(name)
+    expected = hf_processor(CONFIGS[config], reference)(hf_input(reference, hwc), return_tensors="pt")
+    # A tensor [C, H, W] here: every input form takes the same path (test_input_forms_agree).
+    got = processor(torch.from_numpy(hwc).permute(2, 0, 1))
+    assert_matches(got, expected, record_property, f"{config} {reference} {name}")
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("config", ["qwen2-vl", "clip"])
+def test_png_bytes_match_transformers(config, reference, record_property):
+    """PNG is lossless: the bytes decode to the photo's own pixels, so the processor's result on the photo."""
+    photos = [photo(n) for n in PHOTOS]
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS[config], device="cpu", reference=reference)
+    got = processor([encode(p, "PNG") for p in photos])
+    expected = hf_processor(CONFIGS[config], reference)([hf_input(reference, p) for p in photos], return_tensors="pt")
+    assert_matches(got, expected, record_property, f"{config} {reference} PNG bytes")
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_jpeg_bytes_match_transformers_given_the_same_decode(reference, record_property):
+    """JPEG decoders may differ (torchvision's libjpeg-turbo vs Pillow's): parity is on the same decoded pixels,
+    and the decoders' own difference is measured and reported, not ours to fix."""
+    config = CONFIGS["qwen2-vl"]
+    photos = [photo(n) for n in PHOTOS]
+    jpegs = [encode(p, "JPEG", quality=90) for p in photos]
+    processor = FusedImageProcessor.from_preprocessor_config(config, device="cpu", reference=reference)
+    got = processor(jpegs)
+    with pytest.warns(DeprecationWarning):  # torchvision 0.29 deprecates its decoders (the processor hides it)
+        torchvision_decoded = [
+            decode_image(torch.frombuffer(bytearray(j), dtype=torch.uint8), ImageReadMode.RGB).permute(1, 2, 0).numpy()
+            for j in jpegs
+        ]
+    hf = hf_processor(config, reference)
+    feed = [hf_input(reference, hwc) for hwc in torchvision_decoded]
+    assert_matches(got, hf(feed, return_tensors="pt"), record_property, f"JPEG {reference} (torchvision's decode)")
+    # The decoders: Pillow's decode of the same bytes, pixel by pixel, and what it makes of pixel_values.
+    pillow_decoded = [np.asarray(Image.open(io.BytesIO(j)).convert("RGB")) for j in jpegs]
+    pairs = list(zip(torchvision_decoded, pillow_decoded, strict=True))
+    levels = max(np.abs(a.astype(int) - b).max() for a, b in pairs)
+    share = sum((a != b).sum() for a, b in pairs) / sum(b.size for b in pillow_decoded)
+    via_pillow = hf([hf_input(reference, hwc) for hwc in pillow_decoded], return_tensors="pt")
+    effect = (got["pixel_values"] - via_pillow["pixel_values"]).abs().max().item()
+    record_property("decoders_max_levels", levels)
+    record_property("decoders_share_differing", share)
+    record_property("pixel_values_vs_pillow_decode", effect)
+    print(
+        f"JPEG q90, torchvision vs Pillow decode: max {levels} levels, {share:.2%} of values differ; "
+        f"pixel_values vs the processor on Pillow's decode: max |diff| {effect:.3g}"
+    )
+    assert all(a.shape == b.shape for a, b in pairs)
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_input_forms_agree(reference):
+    """A PIL image, HWC and CHW arrays, HWC and CHW tensors, a 4-D batch and PNG bytes of one photo: one result."""
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu", reference=reference)
+    hwc = photo("chelsea")
+    chw = np.ascontiguousarray(hwc.transpose(2, 0, 1))
+    first = processor(Image.fromarray(hwc))
+    for form in (hwc, chw, torch.from_numpy(hwc), torch.from_numpy(chw), encode(hwc, "PNG"), [hwc], hwc[None]):
+        other = processor(form)
+        assert torch.equal(other["pixel_values"], first["pixel_values"])
+        assert torch.equal(other["image_grid_thw"], first["image_grid_thw"])
+
+
+@pytest.mark.parametrize("visual_dtype", [torch.bfloat16, torch.float16])
+def test_visual_dtype_is_the_float32_result_rounded(visual_dtype):
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["clip"], device="cpu")
+    photos = [photo(n) for n in PHOTOS]
+    fp32 = processor(photos)["pixel_values"]
+    low = processor(photos, visual_dtype)["pixel_values"]
+    assert low.dtype == visual_dtype
+    assert torch.equal(low, fp32.to(visual_dtype))
+
+
+# ----- RGB conversion, as transformers' convert_to_rgb does it for each input type -----
+
+
+def rgba_photo() -> np.ndarray:
+    hwc = photo("coffee")[:200, :300]
+    alpha = np.random.default_rng(0).integers(0, 256, hwc.shape[:2], dtype=np.uint8)
+    alpha[:20] = 0
+    alpha[20:40] = 255
+    return np.ascontiguousarray(np.dstack([hwc, alpha]))
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("form", ["pil", "numpy", "tensor"])
+def test_rgba_is_composited_as_transformers_does(form, reference, record_property):
+    rgba = rgba_photo()
+    image = {"pil": Image.fromarray(rgba), "numpy": rgba, "tensor": torch.from_numpy(rgba).permute(2, 0, 1)}[form]
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["siglip-384"], device="cpu", reference=reference)
+    expected = hf_processor(CONFIGS["siglip-384"], reference)(image, return_tensors="pt")
+    assert_matches(processor(image), expected, record_property, f"RGBA {form} {reference}")
+
+
+def test_pillow_composite_is_pillows():
+    """The integer formula against Pillow's alpha_composite itself, on every (color, alpha) pair."""
+    from fused_input_norm.processor import _to_rgb
+
+    color, alpha = np.meshgrid(np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.uint8))
+    rgba = np.dstack([color, color[:, ::-1], color // 2, alpha])
+    white = Image.new("RGBA", (256, 256), (255, 255, 255, 255))
+    expected = np.asarray(Image.alpha_composite(white, Image.fromarray(rgba)).convert("RGB"))
+    got = _to_rgb(torch.from_numpy(rgba).permute(2, 0, 1), "pil", "pil").permute(1, 2, 0).numpy()
+    assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_gray_and_palette_and_gray_alpha_match_transformers(reference, record_property):
+    hwc = photo("astronaut")[::2, ::2]
+    gray = Image.fromarray(hwc).convert("L")
+    palette = Image.fromarray(hwc).convert("P")
+    gray_alpha = Image.fromarray(rgba_photo()).convert("LA")
+    config = CONFIGS["qwen2-vl"]
+    processor = FusedImageProcessor.from_preprocessor_config(config, device="cpu", reference=reference)
+    hf = hf_processor(config, reference)
+    for label, image in (("L", gray), ("P", palette), ("LA", gray_alpha)):
+        assert_matches(processor(image), hf(image, return_tensors="pt"), record_property, f"{label} {reference}")
+    # A 2-D array (transformers takes it as [1, H, W]): gray, repeated.
+    flat = np.asarray(gray)
+    assert_matches(processor(flat), hf(flat[None], return_tensors="pt"), record_property, f"2-D array {reference}")
+    # A gray + alpha PNG decodes to 2 channels: composited as an RGBA tensor would be.
+    from_png = processor(encode(np.asarray(gray_alpha), "PNG"))
+    as_rgba = np.asarray(gray_alpha.convert("RGBA")).transpose(2, 0, 1)
+    feed = as_rgba.transpose(1, 2, 0) if reference == "pil" else torch.from_numpy(np.ascontiguousarray(as_rgba))
+    assert_matches(from_png, hf(feed, return_tensors="pt"), record_property, f"LA PNG {reference}")
+
+
+# ----- the config: what is read, the defaults, what is refused -----
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_resolved_config_equals_transformers_processor(config):
+    """Every setting the processor acts on, as transformers resolves the same config (its class defaults
+    filling what the config leaves out)."""
+    settings, constants = resolve_config(CONFIGS[config])
+    for reference in REFERENCES:
+        hf = hf_processor(CONFIGS[config], reference)
+        assert settings.do_resize == hf.do_resize and settings.do_convert_rgb == hf.do_convert_rgb
+        assert settings.resample == {2: "bilinear", 3: "bicubic"}[int(hf.resample)]
+        size = {k: v for k, v in dict(hf.size).items() if v is not None and k not in ("min_pixels", "max_pixels")}
+        assert settings.size == size
+        assert settings.do_center_crop == bool(getattr(hf, "do_center_crop", False))
+        if settings.do_center_crop:
+            assert settings.crop_size == (hf.crop_size.height, hf.crop_size.width)
+        for key in ("patch_size", "temporal_patch_size", "merge_size"):
+            assert getattr(settings, key) == getattr(hf, key, None)
+        for key in ("do_rescale", "rescale_factor", "do_normalize"):
+            assert constants[key] == getattr(hf, key)
+        assert list(constants["image_mean"]) == list(hf.image_mean)
+        assert list(constants["image_std"]) == list(hf.image_std)
+
+
+def test_config_from_a_model_directory_and_a_file(tmp_path):
+    """transformers 5 nests the image processor's keys in processor_config.json; older checkpoints have a flat
+    preprocessor_config.json: both read as the dict itself."""
+    nested = tmp_path / "nested"
+    nested.mkdir()
+    (nested / "processor_config.json").write_text(json.dumps({"image_processor": CONFIGS["qwen3-vl"]}))
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    (flat / "preprocessor_config.json").write_text(json.dumps(CONFIGS["qwen3-vl"]))
+    image = photo("rocket")
+    want = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen3-vl"], device="cpu")(image)
+    for source in (nested, flat, flat / "preprocessor_config.json", str(flat)):
+        processor = FusedImageProcessor.from_preprocessor_config(source, device="cpu")
+        assert processor.settings.patch_size == 16
+        got = processor(image)
+        assert torch.equal(got["pixel_values"], want["pixel_values"])
+        assert torch.equal(got["image_grid_thw"], want["image_grid_thw"])
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["Qwen2VLImageProcessor", "Qwen2VLImageProcessorFast", "Qwen2VLImageProcessorPil", None],
+)
+def test_type_spellings(spelling):
+    config = {"processor_class": "Qwen2_5_VLProcessor"}
+    if spelling:
+        config["image_processor_type"] = spelling
+    assert resolve_config(config)[0].kind == "qwen2_vl"
+
+
+def test_min_max_pixels_override_size_as_in_transformers():
+    config = {"image_processor_type": "Qwen2VLImageProcessor", "size": {"shortest_edge": 1, "longest_edge": 2}}
+    config |= {"min_pixels": 28 * 28 * 4, "max_pixels": 28 * 28 * 64}
+    settings, _ = resolve_config(config)
+    hf = transformers.Qwen2VLImageProcessor.from_dict({k: v for k, v in config.items() if k != "image_processor_type"})
+    assert settings.size == {"shortest_edge": hf.size.shortest_edge, "longest_edge": hf.size.longest_edge}
+    assert settings.size == {"shortest_edge": 28 * 28 * 4, "longest_edge": 28 * 28 * 64}
+
+
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        ({"image_processor_type": "LlavaNextImageProcessor"}, "unsupported image processor 'LlavaNextImageProcessor'"),
+        ({"processor_class": "Blip2Processor"}, "supported: Qwen2VLImageProcessor(Fast/Pil), CLIPImageProcessor"),
+        ({"image_processor_type": "CLIPImageProcessor", "resample": 1}, "resample 1 (lanczos) is not implemented"),
+        ({"image_processor_type": "CLIPImageProcessor", "resample": 0}, "supported: 2 (bilinear), 3 (bicubic)"),
+        ({"image_processor_type": "CLIPImageProcessor", "crop_size": 256}, "crop_size 256x256 is larger than"),
+        (
+            {"image_processor_type": "SiglipImageProcessor", "size": {"height": 100, "width": 300}},
+            None,
+        ),
+        (
+            {"image_processor_type": "Qwen2VLImageProcessor", "min_pixels": 1000, "max_pixels": 999},
+            "min_pixels (1000) > max_pixels (999)",
+        ),
+        ({"image_processor_type": "Qwen2VLImageProcessor", "patch_size": 0}, "patch_size must be an int >= 1"),
+        ({"image_processor_type": "SiglipImageProcessor", "size": {"longest_edge": 5}}, "size must be"),
+        ({"image_processor_type": "CLIPImageProcessor", "do_resize": "yes"}, "do_resize must be true or false"),
+    ],
+)
+def test_bad_configs_are_refused(config, message):
+    if message is None:  # a well-formed config, for contrast
+        resolve_config(config)
+        return
+    with pytest.raises(ValueError, match="FusedImageProcessor: ") as error:
+        FusedImageProcessor.from_preprocessor_config(config, device="cpu")
+    assert message in str(error.value)
+
+
+def test_unknown_reference_is_refused():
+    with pytest.raises(ValueError, match="reference must be one of 'pil'"):
+        FusedImageProcessor.from_preprocessor_config(CONFIGS["clip"], reference="opencv")
+
+
+# ----- bad input: a named error before any kernel runs -----
+
+
+def good() -> np.ndarray:
+    return photo("chelsea")[:100, :120]
+
+
+@pytest.mark.parametrize(
+    "bad,error,message",
+    [
+        (b"not an image at all", ValueError, "images[1] (19 bytes) is not an image torchvision can decode"),
+        (np.zeros((40, 50, 2), np.uint8), ValueError, "images[1] of shape (40, 50, 2) has no channel axis"),
+        (np.zeros((5, 40, 50), np.uint8), ValueError, "images[1] of shape (5, 40, 50) has no channel axis"),
+        (np.zeros((0, 50, 3), np.uint8), ValueError, "images[1] is empty"),
+        (np.zeros((40, 50, 3), np.float32), TypeError, "images[1] must be uint8 pixels, got a NumPy array of float32"),
+        (torch.zeros(3, 40, 50), TypeError, "images[1] must be uint8 pixels, got a tensor of torch.float32"),
+        ("photo.jpg", TypeError, "images[1] is a str; expected a PIL.Image"),
+        (None, TypeError, "images[1] is a NoneType"),
+        (np.zeros((2, 3, 4, 5, 6), np.uint8), ValueError, "images[1] must be [H, W], [C, H, W] or [H, W, C]"),
+        (np.zeros((2, 500, 3), np.uint8), ValueError, "images[1] of size 2x500 has an aspect ratio over 200"),
+    ],
+    ids=["bytes", "2-channels", "5-channels", "empty", "float-array", "float-tensor", "str", "none", "5-d", "ratio"],
+)
+def test_bad_image_is_named_before_any_kernel(bad, error, message):
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu")
+    with RecordOps() as recorded, pytest.raises(error) as raised:
+        processor([good(), bad, good()])
+    assert message in str(raised.value), str(raised.value)
+    assert not any("fused_input_norm" in str(op) for op in recorded.ops())
+
+
+def test_empty_list_and_unstackable_sizes_are_refused():
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu")
+    with pytest.raises(ValueError, match="images is an empty list"):
+        processor([])
+    # CLIP without a crop: shortest edge 224 gives each aspect ratio its own size.
+    no_crop = FusedImageProcessor.from_preprocessor_config(
+        {"image_processor_type": "CLIPImageProcessor", "do_center_crop": False}, device="cpu"
+    )
+    with pytest.raises(ValueError, match=r"different sizes \(images\[0\]: 224x335, images\[1\]: 224x224\)"):
+        no_crop([photo("rocket"), photo("astronaut")])
+    assert no_crop(photo("rocket"))["pixel_values"].shape == (1, 3, 224, 335)
+
+
+def test_without_resize_sizes_must_patchify_or_crop():
+    qwen = FusedImageProcessor.from_preprocessor_config(
+        {"image_processor_type": "Qwen2VLImageProcessor", "do_resize": False}, device="cpu"
+    )
+    with pytest.raises(ValueError, match=r"images\[1\] is 100x120; without do_resize, H and W must be multiples of"):
+        qwen([np.zeros((56, 56, 3), np.uint8), good()])
+    assert qwen(np.zeros((56, 112, 3), np.uint8))["image_grid_thw"].tolist() == [[1, 4, 8]]
+    clip = FusedImageProcessor.from_preprocessor_config(
+        {"image_processor_type": "CLIPImageProcessor", "do_resize": False}, device="cpu"
+    )
+    with pytest.raises(ValueError, match=r"images is 100x120, smaller than crop_size 224x224"):
+        clip(good())
+
+
+def test_one_output_and_a_call_count_that_does_not_grow_with_pixels():
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["clip"], device="cpu")
+
+    def ops_for(images):
+        processor(images)  # plans each size pair once (test_resize checks the cache)
+        with RecordOps() as recorded:
+            processor(images)
+        return recorded.ops()
+
+    small = ops_for([photo("chelsea")[:200, :300], photo("coffee")[:250, :200]])
+    large = ops_for([photo("astronaut"), photo("rocket")])
+    assert [str(op) for op in small] == [str(op) for op in large]
+    names = [str(op) for op in large]
+    assert names.count("fused_input_norm.resize_affine_out.default") == 2
+    assert sum(name.startswith("aten.empty") for name in names) == 1, names
+
+
+# ----- the device -----
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_and_default_device(device):
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["siglip-384"], device=device)
+    assert processor.device == torch.device(device) or processor.device.type == device
+    out = processor([photo("coffee"), encode(photo("chelsea"), "JPEG")])["pixel_values"]
+    assert out.device.type == device and out.shape == (2, 3, 384, 384)
+    default = FusedImageProcessor.from_preprocessor_config(CONFIGS["clip"])
+    assert default.device.type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@requires_cuda
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("config", ["qwen2-vl", "clip"])
+def test_cuda_equals_cpu_bit_for_bit(config, reference):
+    """The same integer resize and one FMA per value: CUDA's pixel_values equal the CPU's, from arrays, PNG
+    bytes and JPEG bytes (nvJPEG on the device and libjpeg on the CPU may decode differently: compared on the
+    decoded pixels)."""
+    photos = [photo(n) for n in PHOTOS]
+    cpu = FusedImageProcessor.from_preprocessor_config(CONFIGS[config], device="cpu", reference=reference)
+    cuda = FusedImageProcessor.from_preprocessor_config(CONFIGS[config], device="cuda", reference=reference)
+    for images in (photos, [encode(p, "PNG") for p in photos]):
+        a, b = cpu(images), cuda(images)
+        assert torch.equal(a["pixel_values"], b["pixel_values"].cpu())
+    jpegs = [encode(p, "JPEG", quality=90) for p in photos]
+    on_device = cuda(jpegs)["pixel_values"]
+    assert on_device.device.type == "cuda" and on_device.shape == cpu(jpegs)["pixel_values"].shape
