@@ -26,6 +26,7 @@ import datetime
 import functools
 import importlib.util
 import json
+import logging
 import os
 import platform
 import re
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -510,20 +512,193 @@ def run_resize(
     return results
 
 
+# ----- JPEG bytes end to end: decode included, FusedImageProcessor against the processors engines run -----
+
+# Method names, as they appear in the report.
+FUSED_TV, FUSED_PIL = "FusedImageProcessor, reference=torchvision", "FusedImageProcessor, reference=pil"
+PIL_PROC, PIL_PIL_PROC = "PIL decode + processor", "PIL decode + Pil processor"
+JPEG_SHORT_NAMES = {
+    FUSED_TV: "fused tv",
+    FUSED_PIL: "fused pil",
+    PIL_PROC: "PIL + proc.",
+    PIL_PIL_PROC: "PIL + Pil proc.",
+}
+# name -> (numerator, denominator, bound or None (printed without a target)); the bound holds where the
+# case sets it (JpegCase.targets).
+JPEG_RATIOS = {
+    "processor / fused tv": (PIL_PROC, FUSED_TV),
+    "Pil processor / fused pil": (PIL_PIL_PROC, FUSED_PIL),
+}
+JPEG_QUALITY = 90
+
+
+@dataclass(frozen=True)
+class JpegCase:
+    name: str
+    photo: tuple[int, int]  # (height, width) of the photo, encoded once to JPEG
+    targets: tuple[tuple[str, float], ...] = ()  # (JPEG_RATIOS key, ratio >= this) on the CPU
+
+
+JPEG_CASES = [
+    JpegCase("jpeg qwen2vl 1920x1080 photo end to end (decode included) -> f32 rows", (1080, 1920)),
+    JpegCase(
+        "jpeg qwen2vl 4032x3024 photo end to end (decode included) -> f32 rows",
+        (3024, 4032),
+        (("processor / fused tv", 3.0),),
+    ),
+]
+
+
+def missing_jpeg_dependencies() -> list[str]:
+    missing = missing_resize_dependencies()
+    try:
+        from . import FusedImageProcessor  # noqa: F401
+    except ImportError:
+        missing.append("fused_input_norm.FusedImageProcessor (this checkout has none)")
+    return missing
+
+
+@dataclass
+class JpegInputs:
+    data: bytes  # the JPEG
+    methods: dict[str, Callable[[], object]]  # each the whole path from the bytes to pixel_values on the CPU
+    fused: dict[str, object]  # reference -> FusedImageProcessor on the CPU
+    processors: dict[str, object]  # reference -> the transformers processor it reproduces
+
+
+def make_jpeg_inputs(case: JpegCase) -> JpegInputs:
+    """The photo as JPEG bytes (Pillow, quality 90), and the four paths from those bytes to pixel_values."""
+    import io
+
+    import transformers
+    from PIL import Image
+
+    from . import FusedImageProcessor
+
+    buffer = io.BytesIO()
+    Image.fromarray(resize_photo(*case.photo).numpy()).save(buffer, format="JPEG", quality=JPEG_QUALITY)
+    data = buffer.getvalue()
+    config = {"image_processor_type": "Qwen2VLImageProcessor"}
+    fused = {
+        ref: FusedImageProcessor.from_preprocessor_config(config, device="cpu", reference=ref)
+        for ref in ("torchvision", "pil")
+    }
+    processors = {"torchvision": transformers.Qwen2VLImageProcessor(), "pil": transformers.Qwen2VLImageProcessorPil()}
+
+    def pil_then(processor):
+        # What engines do with an image request: PIL opens the bytes, convert("RGB") decodes, the processor runs.
+        return lambda: processor(Image.open(io.BytesIO(data)).convert("RGB"), return_tensors="pt")["pixel_values"]
+
+    methods = {
+        FUSED_TV: lambda: fused["torchvision"](data)["pixel_values"],
+        FUSED_PIL: lambda: fused["pil"](data)["pixel_values"],
+        PIL_PROC: pil_then(processors["torchvision"]),
+        PIL_PIL_PROC: pil_then(processors["pil"]),
+    }
+    return JpegInputs(data, methods, fused, processors)
+
+
+def check_jpeg(case: JpegCase, inp: JpegInputs) -> dict:
+    """Before timing: each FusedImageProcessor, given PIL's decoded pixels, is within 1e-6 of the processor
+    it reproduces (the arithmetic); from the bytes, the difference adds the decoders' (PIL's libjpeg against
+    torchvision's), measured here on the pixels too. Returns the max differences."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.array(Image.open(io.BytesIO(inp.data)).convert("RGB"))  # writable: from_numpy warns otherwise
+    checked = {}
+    for ref, fused_name, proc_name in (("torchvision", FUSED_TV, PIL_PROC), ("pil", FUSED_PIL, PIL_PIL_PROC)):
+        want = inp.methods[proc_name]()
+        same = (inp.fused[ref](pixels)["pixel_values"] - want).abs().max().item()
+        if not same <= 1e-6:
+            raise AssertionError(f"{case.name}: {fused_name} differs from the processor by {same} on the same pixels")
+        checked[f"{ref}: same pixels"] = same
+        checked[f"{ref}: from the bytes"] = (inp.methods[fused_name]() - want).abs().max().item()
+    with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders for TorchCodec's
+        warnings.simplefilter("ignore")
+        from torchvision.io import ImageReadMode, decode_image
+
+        theirs = decode_image(torch.frombuffer(bytearray(inp.data), dtype=torch.uint8), mode=ImageReadMode.RGB)
+    levels = (theirs.permute(1, 2, 0).to(torch.int16) - torch.from_numpy(pixels).to(torch.int16)).abs()
+    checked["decoders: max levels"] = levels.max().item()
+    checked["decoders: fraction differing"] = (levels > 0).double().mean().item()
+    return checked
+
+
+def jpeg_ratios(case: JpegCase, times: dict[str, float], mins: dict[str, float]) -> dict[str, dict]:
+    """Each ratio of medians (and of minima); with its target where the case sets one."""
+    bounds = dict(case.targets)
+    out = {}
+    for name, (a, b) in JPEG_RATIOS.items():
+        if a in times and b in times:
+            ratio = times[a] / times[b]
+            out[name] = {"ratio": ratio, "min_ratio": mins[a] / mins[b]}
+            if name in bounds:
+                out[name].update(op=">=", bound=bounds[name], met=ratio >= bounds[name])
+    return out
+
+
+def run_jpeg_case(case: JpegCase, inp: JpegInputs, threads: int, reps: int, case_budget_s: float) -> dict:
+    """Times the four paths interleaved at `threads` torch threads (restored afterwards), on the CPU."""
+    methods = dict(inp.methods)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        errors = drop_failing(methods)
+        if FUSED_TV in errors or FUSED_PIL in errors:  # a bug, not a benchmark result
+            raise RuntimeError(f"{case.name}: FusedImageProcessor failed: {errors}")
+        out_shape = tuple(methods[FUSED_TV]().shape)
+        samples = sample_interleaved(methods, Timer(torch.device("cpu")), reps, budget_s=case_budget_s)
+    finally:
+        torch.set_num_threads(before)
+    times = {name: statistics.median(s) for name, s in samples.items()}
+    mins = {name: min(s) for name, s in samples.items()}
+    result = {
+        "case": case.name,
+        "threads": threads,
+        "photo": list(case.photo),
+        "jpeg_bytes": len(inp.data),
+        "out_shape": list(out_shape),
+        "reps": len(samples[FUSED_TV]),
+        "load_average": os.getloadavg()[0],
+        "times_ms": times,
+        "min_ms": mins,
+        "ratios": jpeg_ratios(case, times, mins),
+    }
+    if errors:
+        result["errors"] = errors
+    return result
+
+
+def run_jpeg(cases: list[JpegCase], reps: int, threads: list[int], case_budget_s: float, report: dict) -> list[dict]:
+    results = []
+    for n, case in enumerate(cases, 1):
+        _progress(f"jpeg case {n}/{len(cases)}: {case.name}")
+        inp = make_jpeg_inputs(case)
+        report.setdefault("jpeg_check", {})[case.name] = check_jpeg(case, inp)
+        for t in threads:
+            _progress(f"  {t} thread{'s' if t > 1 else ''}")
+            results.append(run_jpeg_case(case, inp, t, reps, case_budget_s))
+    return results
+
+
 def run(
     device: torch.device,
     reps: int,
     with_compile: bool = True,
-    cases: list[Case | ResizeCase] = CASES,
+    cases: list[Case | ResizeCase | JpegCase] = CASES,
     case_budget_s: float = 20.0,
     resize_threads: list[int] | None = None,
 ) -> dict:
     """Times every case's methods in this process, then torch.compile in a subprocess (see the docstring).
 
-    Resize cases run on the CPU whatever the device, at each of `resize_threads` (default: 1 and the
-    current count), and have no compiled baseline."""
+    Resize and JPEG cases run on the CPU whatever the device, at each of `resize_threads` (default: 1 and
+    the current count), and have no compiled baseline."""
     resize_cases = [case for case in cases if isinstance(case, ResizeCase)]
-    cases = [case for case in cases if not isinstance(case, ResizeCase)]
+    jpeg_cases = [case for case in cases if isinstance(case, JpegCase)]
+    cases = [case for case in cases if isinstance(case, Case)]
     unknown = {case.name for case in cases} - {case.name for case in CASES}
     if with_compile and unknown:
         raise ValueError(f"torch.compile is timed in a subprocess that only knows bench.CASES; unknown: {unknown}")
@@ -541,6 +716,7 @@ def run(
         "load_average": [os.getloadavg()[0]],
         "results": [],
         "resize_results": [],
+        "jpeg_results": [],
     }
     if device.type == "cuda" and cases:
         report["copy_bandwidth_gbs"] = copy_bandwidth_gbs(device, timer, reps)
@@ -572,6 +748,8 @@ def run(
         }
     if resize_cases:
         report["resize_results"] = run_resize(resize_cases, reps, resize_threads, case_budget_s, report)
+    if jpeg_cases:
+        report["jpeg_results"] = run_jpeg(jpeg_cases, reps, resize_threads, case_budget_s, report)
     if with_compile and cases:
         _progress("torch.compile, in a subprocess")
         compiled = run_compiled_subprocess(device, reps, [case.name for case in cases], case_budget_s)
@@ -611,6 +789,8 @@ def compiled_worker(device: torch.device, reps: int, cases: list[Case], case_bud
     import torch._dynamo
     import torch._inductor.config
 
+    if device.type != "cuda":
+        logging.getLogger("torch.utils.cpp_extension").addFilter(_no_cuda_home_guess)
     # Compile in this process: a pool of compile workers gains nothing for one kernel per case and could
     # still be busy next to the timed code.
     torch._inductor.config.compile_threads = 1
@@ -623,6 +803,17 @@ def compiled_worker(device: torch.device, reps: int, cases: list[Case], case_bud
         torch._dynamo.reset()  # every case compiles the same code object: keep clear of the recompile limit
     with open(path, "w") as f:
         json.dump(results, f)
+
+
+def _no_cuda_home_guess(record: logging.LogRecord) -> bool:
+    """Drops cpp_extension's "No CUDA runtime is found, using CUDA_HOME=..." (nothing else).
+
+    Inductor's CPU code generation imports torch.utils.cpp_extension for torch's include and library paths;
+    that import guesses CUDA_HOME (the environment, else the directory above an `nvcc` on PATH, else
+    /usr/local/cuda) and warns whenever it finds one on a machine with no CUDA runtime. A CPU compile never
+    uses CUDA_HOME, and no value of it avoids the warning (setting one is a guess found too), so on the CPU
+    the worker drops that one record."""
+    return not record.getMessage().startswith("No CUDA runtime is found")
 
 
 def time_compiled(case: Case, norm: FusedInputNorm, timer: Timer, reps: int, case_budget_s: float) -> dict:
@@ -691,6 +882,9 @@ def format_report(report: dict) -> str:
     if report.get("resize_results"):
         lines.append("")
         lines.append(format_resize(report))
+    if report.get("jpeg_results"):
+        lines.append("")
+        lines.append(format_jpeg(report))
     return "\n".join(lines)
 
 
@@ -737,6 +931,67 @@ def format_resize(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _jpeg_ratio(name: str, t: dict) -> str:
+    text = f"{name} {t['ratio']:.2f}x (minima {t['min_ratio']:.2f}x)"
+    if "bound" in t:
+        text += f", target {t['op']} {t['bound']:g}x: {'met' if t['met'] else 'NOT MET'}"
+    return text
+
+
+def format_jpeg(report: dict) -> str:
+    """Per JPEG case and thread count: each path's median and minimum, the ratios (targets met or not), the
+    checks; then one Markdown table."""
+    lines = [
+        "JPEG bytes end to end (on the CPU, decode included; PIL's decode and the Pil processor are single-threaded "
+        "at any count): FusedImageProcessor (torchvision.io decode, then resize + normalize + patchify in one op "
+        "call) against PIL.Image.open + the transformers processor it reproduces; fp32 Qwen2-VL rows"
+    ]
+    for r in report["jpeg_results"]:
+        h, w = r["photo"]
+        lines.append("")
+        lines.append(
+            f"{r['case']}  ({w}x{h}, JPEG {r['jpeg_bytes'] / 1e6:.2f} MB, out {r['out_shape']}; "
+            f"{_threads(r['threads'])}, median of {r['reps']}, load {r['load_average']:.1f})"
+        )
+        lines.append(f"  {'method':<46}{'median ms':>10}{'min ms':>10}")
+        for name, ms in r["times_ms"].items():
+            lines.append(f"  {name:<46}{ms:>10.2f}{r['min_ms'][name]:>10.2f}")
+        for name, error in r.get("errors", {}).items():
+            lines.append(f"  {name:<46}failed: {error}")
+        for name, t in r["ratios"].items():
+            lines.append("  " + _jpeg_ratio(name, t))
+    for name, checked in report.get("jpeg_check", {}).items():
+        lines.append(
+            f"{name}: max |fused - processor| on PIL's decoded pixels {checked['torchvision: same pixels']:.1e} "
+            f"(torchvision), {checked['pil: same pixels']:.1e} (pil); from the bytes {checked['torchvision: from the bytes']:.1e}, "
+            f"{checked['pil: from the bytes']:.1e}; PIL vs torchvision.io decode: max {checked['decoders: max levels']} "
+            f"levels, {100 * checked['decoders: fraction differing']:.2f}% of values differ"
+        )
+    lines.append("")
+    lines.append(jpeg_summary_table(report))
+    return "\n".join(lines)
+
+
+def jpeg_summary_table(report: dict) -> str:
+    """One Markdown row per JPEG case and thread count: medians, the ratios (targets met or not), load."""
+    head = ["case", "threads", "load", *JPEG_SHORT_NAMES.values(), *JPEG_RATIOS]
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in report["jpeg_results"]:
+        t = r["times_ms"]
+        cells = [r["case"], str(r["threads"]), f"{r['load_average']:.1f}"]
+        cells += [_ms(t[k]) if k in t else "-" for k in JPEG_SHORT_NAMES]
+        for name in JPEG_RATIOS:
+            x = r["ratios"].get(name)
+            if x is None:
+                cells.append("-")
+            elif "bound" in x:
+                cells.append(f"{x['ratio']:.2f} (>= {x['bound']:g}: {'met' if x['met'] else 'not met'})")
+            else:
+                cells.append(f"{x['ratio']:.2f}")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def resize_summary_table(report: dict) -> str:
     """One Markdown row per resize case and thread count: medians, and the targets' ratios (met or not)."""
     targets = [
@@ -781,6 +1036,7 @@ def plot(report: dict, path: str) -> None:
 
     panels = [(_affine_panel, r) for r in report["results"]]
     panels += [(_resize_panel, r) for r in report.get("resize_results", [])]
+    panels += [(_jpeg_panel, r) for r in report.get("jpeg_results", [])]
     cols = 2 if len(panels) > 3 else 1
     rows = max(1, (len(panels) + cols - 1) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(9 * cols, 2.9 * rows), squeeze=False, layout="constrained")
@@ -806,6 +1062,8 @@ def plot(report: dict, path: str) -> None:
             "resize (CPU): green: ours, whole call u8 -> bf16; hatched: the u8 -> u8 resizes alone; blue dashed line: "
             "torchvision's resize; ratios vs it, of the same run"
         )
+    if report.get("jpeg_results"):
+        legend.append("JPEG bytes end to end (CPU): green: FusedImageProcessor; ratios vs it, of the same run")
     fig.suptitle(
         f"fused_input_norm: {device}, {report['cpu_model']}, {report['threads']} threads, "
         f"median of up to {report['reps']} reps, torch {report['torch']}, {report['date']}\n" + "\n".join(legend),
@@ -873,19 +1131,33 @@ def _resize_panel(ax, r: dict) -> None:
     )
 
 
+def _jpeg_panel(ax, r: dict) -> None:
+    t = r["times_ms"]
+    colors = {FUSED_TV: "tab:green", FUSED_PIL: "tab:green"}
+    _bars(ax, t, colors, (), lambda name: t[FUSED_TV], "fused tv")
+    rt = "   ".join(
+        f"{k} {v['ratio']:.2f}" + (f" (>= {v['bound']:g}: {'met' if v['met'] else 'not met'})" if "bound" in v else "")
+        for k, v in r["ratios"].items()
+    )
+    h, w = r["photo"]
+    ax.set_title(f"{r['case']}  ({w}x{h}, {_threads(r['threads'])}, median of {r['reps']})\n{rt}", fontsize=8)
+
+
 def main(argv: list[str] | None = None) -> dict | None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--reps", type=int, default=15, help="rounds per case (fewer for a slow case: --case-budget-s)")
     parser.add_argument("--case-budget-s", type=float, default=20.0, help="about this many seconds of rounds per case")
     parser.add_argument(
-        "--cases", metavar="REGEX", help="only the cases whose name matches ('^resize': only the resize cases)"
+        "--cases",
+        metavar="REGEX",
+        help="only the cases whose name matches ('^resize': only the resize cases, '^jpeg': only the JPEG ones)",
     )
     parser.add_argument(
         "--resize-threads",
         metavar="N[,N...]",
         type=_thread_counts,
-        help="torch thread counts the resize cases run at (default: 1 and the current count)",
+        help="torch thread counts the resize and JPEG cases run at (default: 1 and the current count)",
     )
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile (~1 min of compiling on CPU)")
     parser.add_argument("--json", metavar="FILE", help="write the results as JSON ('-' for stdout)")
@@ -894,7 +1166,7 @@ def main(argv: list[str] | None = None) -> dict | None:
     args = parser.parse_args(argv)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         parser.error("--plot needs matplotlib: pip install matplotlib (or the package's [plot] extra)")
-    all_cases = [*CASES, *RESIZE_CASES]
+    all_cases = [*CASES, *RESIZE_CASES, *JPEG_CASES]
     cases = [case for case in all_cases if args.cases is None or re.search(args.cases, case.name)]
     if not cases:
         parser.error(f"--cases {args.cases!r} matches none of: {', '.join(case.name for case in all_cases)}")
@@ -909,6 +1181,12 @@ def main(argv: list[str] | None = None) -> dict | None:
         parser.error(
             f"the resize cases need {', '.join(missing)} (pip install torchvision pillow transformers scikit-image, "
             "or the package's [test] extra); --cases can leave them out"
+        )
+    missing = missing_jpeg_dependencies()
+    if missing and any(isinstance(case, JpegCase) for case in cases):
+        parser.error(
+            f"the jpeg cases need {', '.join(missing)} (pip install torchvision pillow transformers scikit-image); "
+            "--cases can leave them out"
         )
     report = run(device, args.reps, not args.no_compile, cases, args.case_budget_s, args.resize_threads)
     if args.json == "-":

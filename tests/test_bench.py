@@ -245,7 +245,7 @@ def test_resize_cases_are_selected_by_regex_and_threads_parsed(monkeypatch):
 
     def fake_run(device, reps, with_compile, cases, case_budget_s, resize_threads):
         seen.update(cases=cases, with_compile=with_compile, resize_threads=resize_threads)
-        return {"results": [], "resize_results": []}
+        return {"results": [], "resize_results": [], "jpeg_results": []}
 
     monkeypatch.setattr(bench, "run", fake_run)
     monkeypatch.setattr(bench, "format_report", lambda report: "")
@@ -254,8 +254,9 @@ def test_resize_cases_are_selected_by_regex_and_threads_parsed(monkeypatch):
     assert seen["cases"] == bench.RESIZE_CASES and seen["resize_threads"] == [1, 2]
     bench.main(["--cases", "^qwen2vl 1 image"])
     assert seen["cases"] == [bench.CASES[bench.SMALL_CASE]] and seen["resize_threads"] is None
+    monkeypatch.setattr(bench, "missing_jpeg_dependencies", lambda: [])
     bench.main([])
-    assert seen["cases"] == [*bench.CASES, *bench.RESIZE_CASES]
+    assert seen["cases"] == [*bench.CASES, *bench.RESIZE_CASES, *bench.JPEG_CASES]
 
 
 def test_resize_cases_without_their_dependencies_fail_before_timing(monkeypatch, capsys):
@@ -286,3 +287,135 @@ def test_plot_with_resize_cases_writes_a_png(tmp_path):
         path = tmp_path / "bench.png"
         bench.plot(r, str(path))
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ----- JPEG cases: bytes end to end, FusedImageProcessor against the processors -----
+
+JPEG_TINY = bench.JpegCase("jpeg tiny", (60, 80), (("processor / fused tv", 3.0),))
+
+
+def _missing_jpeg() -> list[str]:
+    return bench.missing_jpeg_dependencies()
+
+
+needs_jpeg_deps = pytest.mark.skipif(bool(_missing_jpeg()), reason=f"the jpeg cases need {', '.join(_missing_jpeg())}")
+
+
+def test_jpeg_case_names_and_targets():
+    names = [c.name for c in bench.JPEG_CASES]
+    assert all(name.startswith("jpeg ") for name in names) and len(set(names)) == len(names)
+    assert not any(re.search("^jpeg", c.name) for c in [*bench.CASES, *bench.RESIZE_CASES])
+    assert not any(re.search("^resize", c.name) for c in bench.JPEG_CASES)
+    assert [c.photo for c in bench.JPEG_CASES] == [(1080, 1920), (3024, 4032)]
+    assert dict(bench.JPEG_CASES[1].targets) == {"processor / fused tv": 3.0}  # the 12 MP photo's target
+    assert all(name in bench.JPEG_RATIOS for c in bench.JPEG_CASES for name, _ in c.targets)
+
+
+def test_jpeg_ratios_and_targets():
+    times = {bench.FUSED_TV: 10.0, bench.FUSED_PIL: 12.0, bench.PIL_PROC: 31.0, bench.PIL_PIL_PROC: 30.0}
+    mins = {bench.FUSED_TV: 9.0, bench.FUSED_PIL: 11.0, bench.PIL_PROC: 27.0, bench.PIL_PIL_PROC: 29.0}
+    r = bench.jpeg_ratios(JPEG_TINY, times, mins)
+    assert list(r) == list(bench.JPEG_RATIOS)
+    assert r["processor / fused tv"] == {"ratio": 3.1, "min_ratio": 3.0, "op": ">=", "bound": 3.0, "met": True}
+    assert r["Pil processor / fused pil"] == {"ratio": 2.5, "min_ratio": 29.0 / 11.0}  # no target: no verdict
+    assert not bench.jpeg_ratios(JPEG_TINY, {**times, bench.PIL_PROC: 29.9}, mins)["processor / fused tv"]["met"]
+    untargeted = bench.JpegCase("jpeg no target", (60, 80))
+    assert all("bound" not in v for v in bench.jpeg_ratios(untargeted, times, mins).values())
+    partial = {k: v for k, v in times.items() if k != bench.PIL_PIL_PROC}
+    assert list(bench.jpeg_ratios(JPEG_TINY, partial, mins)) == ["processor / fused tv"]
+
+
+@needs_jpeg_deps
+def test_jpeg_methods_produce_the_processors_output():
+    inp = bench.make_jpeg_inputs(JPEG_TINY)
+    assert inp.data[:3] == b"\xff\xd8\xff"  # a JPEG
+    assert list(inp.methods) == [bench.FUSED_TV, bench.FUSED_PIL, bench.PIL_PROC, bench.PIL_PIL_PROC]
+    outputs = {name: fn() for name, fn in inp.methods.items()}
+    for out in outputs.values():  # smart_resize(60, 80) = 56x84: 4 x 6 patches of one temporal group
+        assert out.shape == (24, 3 * 2 * 14 * 14) and out.dtype == torch.float32 and out.device.type == "cpu"
+    assert all(fused.device.type == "cpu" for fused in inp.fused.values())
+
+
+@needs_jpeg_deps
+def test_check_jpeg_passes_and_catches_a_wrong_result(monkeypatch):
+    inp = bench.make_jpeg_inputs(JPEG_TINY)
+    checked = bench.check_jpeg(JPEG_TINY, inp)
+    assert checked["torchvision: same pixels"] <= 1e-6 and checked["pil: same pixels"] <= 1e-6
+    assert checked["decoders: max levels"] >= 0 and 0 <= checked["decoders: fraction differing"] <= 1
+    real = type(inp.fused["torchvision"]).__call__
+
+    def off_by_a_level(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        return {**out, "pixel_values": out["pixel_values"] + 1 / 255 / 0.27}
+
+    monkeypatch.setattr(type(inp.fused["torchvision"]), "__call__", off_by_a_level)
+    with pytest.raises(AssertionError, match="same pixels"):
+        bench.check_jpeg(JPEG_TINY, inp)
+
+
+@needs_jpeg_deps
+def test_jpeg_report_structure(monkeypatch):
+    monkeypatch.setattr(bench, "run_compiled_subprocess", lambda *a: pytest.fail("jpeg cases have no compiled run"))
+    threads = torch.get_num_threads()
+    report = bench.run(torch.device("cpu"), reps=1, cases=[JPEG_TINY], resize_threads=[1, 2])
+    assert torch.get_num_threads() == threads  # restored
+    assert report["results"] == [] and report["resize_results"] == []
+    assert [(r["case"], r["threads"]) for r in report["jpeg_results"]] == [(JPEG_TINY.name, 1), (JPEG_TINY.name, 2)]
+    assert set(report["jpeg_check"]) == {JPEG_TINY.name}
+    methods = [bench.FUSED_TV, bench.FUSED_PIL, bench.PIL_PROC, bench.PIL_PIL_PROC]
+    for r in report["jpeg_results"]:
+        assert list(r["times_ms"]) == methods and r["reps"] == 1 and r["out_shape"] == [24, 1176]
+        assert all(math.isfinite(ms) and ms > 0 for ms in r["times_ms"].values())
+        assert all(r["min_ms"][k] <= r["times_ms"][k] for k in methods)
+        assert list(r["ratios"]) == list(bench.JPEG_RATIOS) and "met" in r["ratios"]["processor / fused tv"]
+        assert r["jpeg_bytes"] > 0 and math.isfinite(r["load_average"])
+    text = bench.format_report(report)
+    assert JPEG_TINY.name in text and "| case | threads | load |" in text
+    assert "target >= 3x" in text and ("met" in text or "NOT MET" in text) and "decode" in text
+
+
+def test_jpeg_cases_without_their_dependencies_fail_before_timing(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "missing_jpeg_dependencies", lambda: ["fused_input_norm.FusedImageProcessor"])
+    monkeypatch.setattr(bench, "run", lambda *a, **k: pytest.fail("timed without the jpeg dependencies"))
+    with pytest.raises(SystemExit):
+        bench.main(["--cases", "^jpeg", "--no-compile"])
+    assert "the jpeg cases need fused_input_norm.FusedImageProcessor" in capsys.readouterr().err
+
+
+def test_jpeg_cases_are_selected_by_regex(monkeypatch):
+    seen = {}
+
+    def fake_run(device, reps, with_compile, cases, case_budget_s, resize_threads):
+        seen.update(cases=cases)
+        return {"results": [], "resize_results": [], "jpeg_results": []}
+
+    monkeypatch.setattr(bench, "run", fake_run)
+    monkeypatch.setattr(bench, "format_report", lambda report: "")
+    monkeypatch.setattr(bench, "missing_resize_dependencies", lambda: [])
+    monkeypatch.setattr(bench, "missing_jpeg_dependencies", lambda: [])
+    bench.main(["--cases", "^jpeg", "--no-compile"])
+    assert seen["cases"] == bench.JPEG_CASES
+    bench.main(["--cases", "^jpeg .*4032x3024", "--no-compile"])
+    assert seen["cases"] == bench.JPEG_CASES[1:]
+
+
+@needs_jpeg_deps
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (the [plot] extra)")
+def test_plot_with_jpeg_cases_writes_a_png(tmp_path):
+    report = bench.run(torch.device("cpu"), reps=1, with_compile=False, cases=[JPEG_TINY], resize_threads=[1])
+    path = tmp_path / "bench.png"
+    bench.plot(report, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_compile_worker_drops_only_the_cuda_home_guess():
+    """cpp_extension's import-time "No CUDA runtime is found, using CUDA_HOME=..." is dropped in the CPU compile
+    worker (inductor's CPU codegen imports cpp_extension; CUDA_HOME is unused there); other records pass."""
+    import logging
+
+    def record(msg, *args):
+        return logging.LogRecord("torch.utils.cpp_extension", logging.WARNING, __file__, 0, msg, args, None)
+
+    assert not bench._no_cuda_home_guess(record("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local"))
+    assert bench._no_cuda_home_guess(record("No ROCm runtime is found, using ROCM_HOME='%s'", "/opt/rocm"))
+    assert bench._no_cuda_home_guess(record("Error checking compiler version for %s", "c++"))
