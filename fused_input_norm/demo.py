@@ -1,39 +1,94 @@
-"""Demo: an engine's image path on real photos (scikit-image's samples), through FusedInputNorm.
+"""Demo: an engine's image path end to end, from the JPEG bytes a request carries to pixel_values on the device.
 
-    python -m fused_input_norm.demo [--device cpu|cuda] [--reps N] [--patches N] [--clip-batch N]
+    python -m fused_input_norm.demo [--device cpu|cuda] [--reps N] [--threads N] [--models qwen2vl,clip]
+                                    [--plot FILE.png | --plot '']
 
-1. Qwen2-VL as an engine runs it. Hugging Face's Qwen2VLImageProcessor resizes each photo on the CPU
-   (smart_resize); then either the processor patchifies and normalizes on the CPU (the classic path), or
-   it ships uint8 patches and FusedInputNorm normalizes them on the device (engines today), or the resized
-   uint8 image itself crosses PCIe and FusedInputNorm.patchify cuts and normalizes it in one pass.
-   Printed: the bytes each would move, the time of each, the largest difference from the processor.
-2. CLIP/SigLIP: decoded HWC uint8 images to NCHW bf16 in one call, the module on a permuted view.
-3. Throughput on a batch of uint8 patches: the module, the op into a preallocated output, the eager code.
-4. Native photos to pixel_values, the resize included: the processor (resize, normalize, patchify on the
-   CPU) against FusedInputNorm.patchify(max_pixels=...), which resizes exactly as the processor does
-   (reference="torchvision" for the default processor, "pil" for the Pil one) in the same pass. Printed:
-   the largest difference from each processor and the times, one thread, for the photos and a 12 MP one.
+Real photos (scikit-image's astronaut, coffee, chelsea, rocket, plus a 1920x1080 and a 4032x3024 (12 MP) photo
+made from coffee as the benchmark's resize cases make them), each encoded once to JPEG (Pillow, quality 90),
+go through three paths, per image:
 
-Needs scikit-image and transformers (scripts/demo.sh installs them).
+(a) what engines run today: PIL.Image.open(bytes).convert("RGB") decodes, then transformers' default
+    processor (Qwen2VLImageProcessor, torchvision backend) resizes, normalizes and patchifies on the CPU;
+    the float32 pixel_values cross PCIe.
+(b) device normalize (vLLM's --mm-device-do-normalize): the same decode and processor with do_rescale=False
+    and do_normalize=False, so it emits uint8 patch rows; those cross PCIe and FusedInputNorm normalizes
+    them on the device.
+(c) fused_input_norm.FusedImageProcessor(reference="torchvision") on the device: the encoded bytes cross
+    PCIe and are decoded there (nvJPEG) when the device is CUDA; on a CPU they are decoded on the CPU
+    (torchvision.io) and the decoded uint8 image is what would cross. Then RGB, the resize (bit for bit
+    the processor's), normalize and layout in one op call.
+
+Printed per photo: the bytes each path puts on PCIe, the host time per image (median of interleaved rounds,
+synchronized), the max |difference| from (a), and the JPEG decoders' own difference (PIL's against the
+decoder (c) uses): (c) runs (a)'s arithmetic exactly (checked on PIL's decoded pixels, <= 1e-6), so any
+larger difference from the bytes is the decoders'. Then a Markdown table and a plot (with matplotlib).
+
+Needs scikit-image, transformers and torchvision (scripts/demo.sh installs them).
 """
 
 import argparse
-import textwrap
+import importlib.util
+import io
+import os
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .bench import CLIP_MEAN, CLIP_STD, Timer, time_interleaved
+from .bench import Timer, resize_photo, sample_interleaved
 from .module import FusedInputNorm
 
 PHOTOS = ("astronaut", "coffee", "chelsea", "rocket")
+BIG_PHOTOS = {"coffee 1920x1080": (1080, 1920), "coffee 4032x3024 (12 MP)": (3024, 4032)}  # (height, width)
+JPEG_QUALITY = 90
+MODELS = {"qwen2vl": "Qwen2VLImageProcessor", "clip": "CLIPImageProcessor"}
+PATHS = {
+    "a": "(a) PIL decode + processor on the CPU, fp32 to the device",
+    "b": "(b) PIL decode + processor (normalize off), uint8 patches to the device, FusedInputNorm",
+    "c": "(c) FusedImageProcessor: bytes to the device, decode + resize + normalize there",
+}
 
 
-def photos() -> dict[str, torch.Tensor]:
-    """The sample photos as decoded: uint8 [H, W, 3]."""
+def photos() -> dict[str, np.ndarray]:
+    """The sample photos and the two big ones, as decoded: uint8 [H, W, 3]."""
     from skimage import data
 
-    return {name: torch.from_numpy(getattr(data, name)()) for name in PHOTOS}
+    out = {name: np.ascontiguousarray(getattr(data, name)()) for name in PHOTOS}
+    for name, (height, width) in BIG_PHOTOS.items():
+        out[name] = resize_photo(height, width).numpy()
+    return out
+
+
+def encode_jpeg(hwc: np.ndarray, quality: int = JPEG_QUALITY) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(hwc).save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
+
+
+def pil_decode(data: bytes):
+    """What engines do with an image request today: PIL opens the bytes, convert("RGB") decodes."""
+    from PIL import Image
+
+    return Image.open(io.BytesIO(data)).convert("RGB")
+
+
+def device_decode(data: bytes, device: torch.device) -> torch.Tensor:
+    """The decoder path (c) uses: nvJPEG on a CUDA device, torchvision's CPU decoders otherwise. uint8 [3, H, W]."""
+    from torchvision.io import ImageReadMode, decode_image, decode_jpeg
+
+    encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders for TorchCodec's
+        warnings.simplefilter("ignore")
+        if device.type == "cuda":
+            return decode_jpeg(encoded, mode=ImageReadMode.RGB, device=device).cpu()
+        return decode_image(encoded, mode=ImageReadMode.RGB)
 
 
 def processor_config(processor) -> dict:
@@ -42,285 +97,285 @@ def processor_config(processor) -> dict:
     }
 
 
-def processor_resize(processor, hwc: torch.Tensor) -> torch.Tensor:
-    """The processor's own resize (smart_resize to multiples of patch_size * merge_size, bicubic): uint8 [3, H, W]."""
-    from transformers.image_processing_backends import PilBackend
-
-    chw = hwc.permute(2, 0, 1)
-    kwargs = {
-        "size": processor.size,
-        "resample": processor.resample,
-        "factor": processor.patch_size * processor.merge_size,
-    }
-    if isinstance(processor, PilBackend):  # transformers' fallback where torchvision is missing: NumPy in and out
-        return torch.from_numpy(processor.resize(chw.numpy(), **kwargs))
-    return processor.resize(chw[None], **kwargs)[0]
+def fused_image_processor():
+    """fused_input_norm.FusedImageProcessor, or None where this checkout has none yet."""
+    try:
+        from . import FusedImageProcessor
+    except ImportError:
+        return None
+    return FusedImageProcessor
 
 
-def megabytes(n: int) -> str:
-    return f"{n / 1e6:.2f} MB"
+@dataclass
+class PhotoResult:
+    name: str
+    size: tuple[int, int]  # (height, width) decoded
+    jpeg_bytes: int
+    out_shape: tuple[int, ...]
+    resized: str  # what the processor resized to
+    pcie_bytes: dict[str, int]
+    times_ms: dict[str, float]
+    reps: int
+    diffs: dict[str, float]  # max |x - (a)|
+    same_pixels_diff: float | None  # max |(c) on PIL's decoded pixels - (a)|
+    decoder_max: int | None  # max |PIL decode - (c)'s decoder| in uint8 levels
+    decoder_frac: float | None  # the fraction of values that differ
+    errors: dict[str, str] = field(default_factory=dict)
 
 
-def qwen2vl_flow(device: torch.device, reps: int) -> None:
-    from transformers import Qwen2VLImageProcessor
+def sync(device: torch.device, result):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return result
 
-    processor = Qwen2VLImageProcessor()  # the checkpoints' config: CLIP constants, patch 14, merge 2, temporal 2
+
+def make_paths(model: str, device: torch.device, fused_cls) -> tuple[dict[str, Callable[[bytes], torch.Tensor]], dict]:
+    """The paths, each a function of the JPEG bytes returning pixel_values on `device`; and (c)'s processor
+    (None when FusedImageProcessor is missing)."""
+    import transformers
+
+    config = {"image_processor_type": MODELS[model]}
+    processor = getattr(transformers, MODELS[model])()  # the class's defaults: what the checkpoints configure
     with torch.device(device):
         norm = FusedInputNorm.from_preprocessor_config(processor_config(processor))
-    print(f"1. Qwen2-VL on {device}: {type(processor).__name__}() resizes, FusedInputNorm({norm.extra_repr()})")
-    print(
-        f"\n{'photo':<10}{'decoded':>9}{'resized':>9}{'patches':>9}{'uint8 image':>13}{'uint8 patches':>15}"
-        f"{'max |patchify - processor|':>28}"
-    )
-    resized, image_bytes, patch_bytes, fp32_bytes = [], 0, 0, 0
-    for name, hwc in photos().items():
-        image = processor_resize(processor, hwc)  # the uint8 image an engine holds
-        resized.append(image)
-        expected = processor(hwc.numpy(), return_tensors="pt")  # resize + normalize + patchify, all in the processor
-        got, grid = norm.patchify(image.to(device), torch.float32)
-        assert torch.equal(grid, expected["image_grid_thw"])
-        diff = (got.cpu() - expected["pixel_values"]).abs().max().item()
-        patches = expected["pixel_values"].numel()
-        image_bytes, patch_bytes, fp32_bytes = (
-            image_bytes + image.numel(),
-            patch_bytes + patches,
-            fp32_bytes + 4 * patches,
-        )
-        size = "x".join(map(str, hwc.shape[:2])), "x".join(map(str, image.shape[1:]))
-        print(
-            f"{name:<10}{size[0]:>9}{size[1]:>9}{grid.prod().item():>9}{megabytes(image.numel()):>13}"
-            f"{megabytes(patches):>15}{diff:>28.2g}"
-        )
-    print(
-        f"\nOver PCIe for the 4 photos: the uint8 images {megabytes(image_bytes)}, uint8 patches "
-        f"{megabytes(patch_bytes)} ({patch_bytes / image_bytes:.1f}x: a still image is its frame twice), fp32 patches "
-        f"{megabytes(fp32_bytes)} ({fp32_bytes / image_bytes:.1f}x)."
-    )
 
-    def sync(result):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return result
+    def path_a(data: bytes) -> torch.Tensor:
+        pixel_values = processor(pil_decode(data), return_tensors="pt")["pixel_values"]
+        return sync(device, pixel_values.to(device))
 
-    # Each path from the resized uint8 images on the host to bf16 patch rows on the device, wall clock.
-    patchify_path = "uint8 images to the device, FusedInputNorm.patchify"
-    times = time_interleaved(
-        {
-            "processor normalizes + patchifies on the CPU, fp32 to the device": lambda: sync(
-                processor(resized, do_resize=False, return_tensors="pt")["pixel_values"].to(device).to(torch.bfloat16)
-            ),
-            "processor patchifies on the CPU, uint8 patches to the device, FusedInputNorm": lambda: sync(
-                norm(
-                    processor(resized, do_resize=False, do_rescale=False, do_normalize=False, return_tensors="pt")[
-                        "pixel_values"
-                    ].to(device),
-                    torch.bfloat16,
-                )
-            ),
-            patchify_path: lambda: sync(norm.patchify([i.to(device) for i in resized], torch.bfloat16)),
-        },
-        Timer(torch.device("cpu")),
-        reps,
-    )
-    print(f"Resized images -> bf16 patch rows on {device} (all 4 photos per call, median of {reps}, wall clock):")
-    for name, ms in times.items():
-        print(f"  {name:<80}{ms:8.2f} ms")
-    if times[patchify_path] > min(times.values()):
-        text = (
-            "patchify was not the fastest path in this run. It reads the image through the op's strided engine: "
-            "each 14-pixel patch row comes from another image row, gathered before it is normalized, which costs "
-            "more per byte than a contiguous pass (PERF_NOTES.md); on a busy machine rerun with more --reps. "
-            "What it removes regardless: half the bytes over PCIe and the processor's CPU patchify."
-        )
-        print(textwrap.fill(text, width=110))
+    def path_b(data: bytes) -> torch.Tensor:
+        raw = processor(pil_decode(data), do_rescale=False, do_normalize=False, return_tensors="pt")["pixel_values"]
+        return sync(device, norm(raw.to(device), torch.float32))
+
+    paths = {"a": path_a, "b": path_b}
+    fused = None
+    if fused_cls is not None:
+        fused = fused_cls.from_preprocessor_config(config, device=device, reference="torchvision")
+
+        def path_c(data: bytes) -> torch.Tensor:
+            return sync(device, fused(data, visual_dtype=torch.float32)["pixel_values"])
+
+        paths["c"] = path_c
+    return paths, {"processor": processor, "fused": fused}
 
 
-def nchw_from_hwc(device: torch.device, batch: int, reps: int) -> None:
-    with torch.device(device):
-        norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
-    side = 224
-    crops = [hwc[:side, :side] for hwc in photos().values()]
-    images = torch.stack([crops[i % len(crops)] for i in range(batch)]).to(device)  # [B, H, W, 3], as decoded
-    nchw = images.permute(0, 3, 1, 2)  # a view: no copy
-    out = norm(nchw, torch.bfloat16)
-    w, b = norm.weight.view(3, 1, 1), norm.bias.view(3, 1, 1)
-    eager = (nchw.to(torch.float32) * w + b).to(torch.bfloat16)
-    assert out.shape == (batch, 3, side, side) and out.is_contiguous()
-    floor = torch.empty(out.shape, dtype=torch.bfloat16, device=device)
-    times = time_interleaved(
-        {
-            "norm(images.permute(0, 3, 1, 2), torch.bfloat16)": lambda: norm(nchw, torch.bfloat16),
-            "eager: permute, float, mul-add, bf16": lambda: (nchw.to(torch.float32) * w + b).to(torch.bfloat16),
-            "floor: copy into NCHW bf16, no math": lambda: floor.copy_(nchw),
-        },
-        Timer(device),
-        reps,
-    )
-    print(
-        f"\n2. CLIP/SigLIP: {batch} HWC uint8 crops {side}x{side} -> NCHW bf16 on {device}, one call; "
-        f"max |module - eager| {(out.float() - eager.float()).abs().max().item():.2g}, median of {reps}:"
-    )
-    for name, ms in times.items():
-        print(f"  {name:<52}{ms:8.2f} ms")
-
-
-def patch_throughput(device: torch.device, num_patches: int, reps: int) -> None:
-    from transformers import Qwen2VLImageProcessor
-
-    raw = Qwen2VLImageProcessor()(
-        [p.numpy() for p in photos().values()], do_rescale=False, do_normalize=False, return_tensors="pt"
-    )["pixel_values"]  # uint8 patch rows [N, 1176], what engines ship today
-    batch = raw.repeat((num_patches + raw.shape[0] - 1) // raw.shape[0], 1)[:num_patches].contiguous().to(device)
-    with torch.device(device):
-        norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
-    view = batch.view(num_patches, 3, -1)
-    out = torch.empty(view.shape, dtype=torch.bfloat16, device=device)
-    w, b = norm.weight.view(3, 1), norm.bias.view(3, 1)
-    timer = Timer(device)
-    times = time_interleaved(
-        {
-            "FusedInputNorm (allocates)": lambda: norm(batch, torch.bfloat16),
-            "op into a preallocated out": lambda: torch.ops.fused_input_norm.affine_out(
-                out, view, norm.weight, norm.bias, 1
-            ),
-            "eager mul-add (in-tree)": lambda: (view.to(torch.float32) * w + b).to(torch.bfloat16),
-        },
-        timer,
-        reps,
-    )
-    moved = batch.numel() * 3  # uint8 in, bf16 out
-    print(
-        f"\n3. {num_patches} patches of those photos, uint8 -> bf16 on {device}, {torch.get_num_threads()} threads, "
-        f"median of {reps}:"
-    )
-    eager_ms = times["eager mul-add (in-tree)"]
-    for name, ms in times.items():
-        print(f"  {name:<28}{ms:9.2f} ms {moved / ms / 1e6:8.1f} GB/s   {eager_ms / ms:5.1f}x eager")
-
-    allocating, preallocated = times["FusedInputNorm (allocates)"], times["op into a preallocated out"]
-    if device.type == "cpu" and allocating > 1.2 * preallocated:
-        explain_first_touch(out, allocating - preallocated, timer, reps)
-
-
-def explain_first_touch(out: torch.Tensor, gap_ms: float, timer: Timer, reps: int) -> None:
-    """Says why an allocating call is slower than out= on the CPU, with a measurement that isolates the cause."""
-    fill = time_interleaved(
-        {"fresh": lambda: torch.empty_like(out).fill_(0), "reused": lambda: out.fill_(0)}, timer, reps
-    )
-    size_mb = out.numel() * out.element_size() / 1e6
-    if fill["fresh"] < 1.2 * fill["reused"]:
-        print(
-            f"\nThe allocating call was {gap_ms:.1f} ms slower, yet filling a fresh {size_mb:.0f} MB tensor was not slower "
-            f"than a reused one ({fill['fresh']:.1f} vs {fill['reused']:.1f} ms): noise from a busy machine; rerun with more --reps."
-        )
-        return
-    text = (
-        f"Why the allocating call is {gap_ms:.1f} ms slower than out= on the CPU: its {size_mb:.0f} MB output is fresh "
-        "memory. The CPU allocator hands large blocks back to the OS and maps new ones, so the first write to each "
-        "page faults into the kernel, which zeroes and maps it. Filling a fresh tensor of that size takes "
-        f"{fill['fresh']:.1f} ms here, a reused one {fill['reused']:.1f} ms. The op asks for 2 MiB transparent huge "
-        "pages for an output this large before it writes (madvise; transparent huge pages here: "
-        f"{thp_mode()}), which removes most of the faults but not the zeroing, nor the kernel's compaction when "
-        "memory is fragmented. Preallocate and call affine_out to pay neither."
-    )
-    print("\n" + textwrap.fill(text, width=110))
-
-
-def thp_mode() -> str:
-    """The kernel's transparent huge page mode: [always], [madvise] (only where asked) or [never]."""
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
-            return next(w for w in f.read().split() if w.startswith("["))
-    except (OSError, StopIteration):
-        return "unknown"
-
-
-def native_flow(device: torch.device, reps: int) -> None:
-    from PIL import Image
-    from transformers import Qwen2VLImageProcessor
-
-    try:
-        from transformers import Qwen2VLImageProcessorPil
-    except ImportError:  # a transformers without the Pil backend class
-        Qwen2VLImageProcessorPil = None
-    processor = Qwen2VLImageProcessor()
-    with torch.device(device):
-        norm = FusedInputNorm.from_preprocessor_config(processor_config(processor))
-    max_pixels = processor.size["longest_edge"]
-    min_pixels = processor.size["shortest_edge"]
-    images = dict(photos())
-    astronaut = images["astronaut"].numpy()
-    images["12 MP (astronaut, upscaled)"] = torch.from_numpy(
-        np.asarray(Image.fromarray(astronaut).resize((4032, 3024), Image.BICUBIC)).copy()
-    )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    print(f"\n4. Native photos to Qwen2-VL pixel_values on {device}, the resize included (1 thread, median of {reps}):")
-    print(
-        f"{'photo':<28}{'decoded':>11}{'resized':>11}{'max |ours - processor|':>24}{'vs Pil processor':>18}"
-        f"{'processor':>12}{'ours':>10}"
-    )
-    try:
-        for name, hwc in images.items():
-            chw = hwc.permute(2, 0, 1).contiguous()
-            expected = processor(chw, return_tensors="pt")
-            got, grid = norm.patchify(
-                chw.to(device), torch.float32, min_pixels=min_pixels, max_pixels=max_pixels, reference="torchvision"
+def run_photo(
+    model: str,
+    name: str,
+    hwc: np.ndarray,
+    data: bytes,
+    paths: dict,
+    extra: dict,
+    device: torch.device,
+    reps: int,
+    budget_s: float,
+) -> PhotoResult:
+    processor, fused = extra["processor"], extra["fused"]
+    a = paths["a"](data).cpu()
+    raw = processor(pil_decode(data), do_rescale=False, do_normalize=False, return_tensors="pt")
+    if model == "qwen2vl":
+        _, gh, gw = raw["image_grid_thw"][0].tolist()
+        resized = f"{gw * processor.patch_size}x{gh * processor.patch_size}"
+    else:
+        resized = "x".join(map(str, raw["pixel_values"].shape[-1:-3:-1]))
+    decoded_bytes = hwc.shape[0] * hwc.shape[1] * 3
+    pcie = {"a": a.numel() * 4, "b": raw["pixel_values"].numel()}
+    diffs = {"b": (paths["b"](data).cpu() - a).abs().max().item()}
+    same_pixels = decoder_max = decoder_frac = None
+    if "c" in paths:
+        pcie["c"] = len(data) if device.type == "cuda" else decoded_bytes
+        c = paths["c"](data).cpu()
+        if c.shape != a.shape:
+            raise AssertionError(
+                f"{model} {name}: FusedImageProcessor gave {tuple(c.shape)}, the processor {tuple(a.shape)}"
             )
-            assert torch.equal(grid, expected["image_grid_thw"])
-            diff = (got.cpu() - expected["pixel_values"]).abs().max().item()
-            pil_diff = "-"
-            if Qwen2VLImageProcessorPil is not None:
-                pil_expected = Qwen2VLImageProcessorPil()(Image.fromarray(hwc.numpy()), return_tensors="pt")
-                got_pil, _ = norm.patchify(
-                    hwc.to(device), torch.float32, channel_dim=-1, min_pixels=min_pixels, max_pixels=max_pixels
-                )
-                pil_diff = f"{(got_pil.cpu() - pil_expected['pixel_values']).abs().max().item():.1e}"
+        diffs["c"] = (c - a).abs().max().item()
+        pil_pixels = np.array(pil_decode(data))  # writable: torch.from_numpy warns on a read-only array
+        same = fused(pil_pixels, visual_dtype=torch.float32)["pixel_values"].cpu()
+        same_pixels = (same - a).abs().max().item()
+        theirs = device_decode(data, device).permute(1, 2, 0).to(torch.int16)
+        levels = (theirs - torch.from_numpy(pil_pixels).to(torch.int16)).abs()
+        decoder_max, decoder_frac = levels.max().item(), (levels > 0).double().mean().item()
+    methods = {key: (lambda fn=fn: fn(data)) for key, fn in paths.items()}
+    samples = sample_interleaved(methods, Timer(torch.device("cpu")), reps, budget_s=budget_s)
+    return PhotoResult(
+        name=name,
+        size=hwc.shape[:2],
+        jpeg_bytes=len(data),
+        out_shape=tuple(a.shape),
+        resized=resized,
+        pcie_bytes=pcie,
+        times_ms={key: statistics.median(s) for key, s in samples.items()},
+        reps=len(samples["a"]),
+        diffs=diffs,
+        same_pixels_diff=same_pixels,
+        decoder_max=decoder_max,
+        decoder_frac=decoder_frac,
+    )
 
-            on_device = chw.to(device)
 
-            def ours(image=on_device):
-                rows, _ = norm.patchify(
-                    image, torch.bfloat16, min_pixels=min_pixels, max_pixels=max_pixels, reference="torchvision"
-                )
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                return rows
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.0f} kB"
 
-            times = time_interleaved(
-                {"processor": lambda image=chw: processor(image, return_tensors="pt")["pixel_values"], "ours": ours},
-                Timer(torch.device("cpu")),
-                reps,
-            )
-            h, w = hwc.shape[:2]
-            resized = f"{grid[0, 2].item() * 14}x{grid[0, 1].item() * 14}"
+
+def _ms(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms < 100 else f"{ms:.0f} ms"
+
+
+def _diff(x: float | None) -> str:
+    return "-" if x is None else "0" if x == 0 else f"{x:.1e}"
+
+
+def print_model(model: str, results: list[PhotoResult], device: torch.device) -> None:
+    for r in results:
+        h, w = r.size
+        print(
+            f"\n{r.name}: {w}x{h}, JPEG {_mb(r.jpeg_bytes)} -> {r.resized}, pixel_values {list(r.out_shape)}, median of {r.reps}"
+        )
+        for key, label in PATHS.items():
+            if key not in r.times_ms:
+                continue
+            diff = "" if key == "a" else f"   max |x - (a)| {_diff(r.diffs[key])}"
+            print(f"  {label:<88}{_mb(r.pcie_bytes[key]):>9} on PCIe {_ms(r.times_ms[key]):>9}{diff}")
+        if r.decoder_max is not None:
+            decoder = "nvJPEG" if device.type == "cuda" else "torchvision.io.decode_image"
             print(
-                f"{name:<28}{f'{w}x{h}':>11}{resized:>11}{diff:>24.1e}{pil_diff:>18}"
-                f"{times['processor']:>9.1f} ms{times['ours']:>7.1f} ms"
+                f"  (c) on PIL's decoded pixels vs (a): max {_diff(r.same_pixels_diff)} (the arithmetic); "
+                f"PIL vs {decoder} decode: max {r.decoder_max} levels, {100 * r.decoder_frac:.2f}% of values differ"
             )
-    finally:
-        torch.set_num_threads(threads)
-    text = (
-        "ours: the uint8 image at its native size is resized, normalized and cut into patch rows in one op call, "
-        "bit for bit the processor's resize (the differences above are fp32 rounding of the normalization). "
-        "On a GPU the native image crosses PCIe instead of the resized one; decoding there (nvJPEG) would send "
-        "only the encoded bytes."
+
+
+def _photo_label(r: PhotoResult) -> str:
+    size = f"{r.size[1]}x{r.size[0]}"
+    return r.name if size in r.name else f"{r.name} {size}"
+
+
+def markdown_table(model: str, results: list[PhotoResult]) -> str:
+    has_c = all("c" in r.times_ms for r in results)
+    head = ["photo", "JPEG", "resized", "PCIe (a) fp32", "PCIe (b) u8 patches"]
+    head += ["PCIe (c)", "(a) ms", "(b) ms", "(c) ms", "(a)/(c)", "max diff (b)", "max diff (c)", "(c) same pixels"]
+    head += ["decoders max / % differ"]
+    if not has_c:
+        head = [*head[:5], "(a) ms", "(b) ms", "max diff (b)"]
+    rows = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)]
+    for r in results:
+        cells = [_photo_label(r), _mb(r.jpeg_bytes), r.resized]
+        cells += [_mb(r.pcie_bytes["a"]), _mb(r.pcie_bytes["b"])]
+        if has_c:
+            cells += [_mb(r.pcie_bytes["c"]), _ms(r.times_ms["a"]), _ms(r.times_ms["b"]), _ms(r.times_ms["c"])]
+            cells += [f"{r.times_ms['a'] / r.times_ms['c']:.2f}x", _diff(r.diffs["b"]), _diff(r.diffs["c"])]
+            cells += [_diff(r.same_pixels_diff), f"{r.decoder_max} / {100 * r.decoder_frac:.2f}%"]
+        else:
+            cells += [_ms(r.times_ms["a"]), _ms(r.times_ms["b"]), _diff(r.diffs["b"])]
+        rows.append(f"| {' | '.join(cells)} |")
+    return "\n".join(rows)
+
+
+def plot(all_results: dict[str, list[PhotoResult]], path: str, title: str) -> None:
+    """One panel per model: the host time per image of each path, grouped by photo (largest last)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(
+        len(all_results), 1, figsize=(10, 3.6 * len(all_results)), squeeze=False, layout="constrained"
     )
-    print(textwrap.fill(text, width=110))
+    colors = {"a": "tab:gray", "b": "tab:blue", "c": "tab:green"}
+    for ax, (model, results) in zip(axes.flat, all_results.items(), strict=True):
+        keys = [k for k in PATHS if all(k in r.times_ms for r in results)]
+        width = 0.8 / len(keys)
+        for i, key in enumerate(keys):
+            xs = [n + (i - (len(keys) - 1) / 2) * width for n in range(len(results))]
+            ys = [r.times_ms[key] for r in results]
+            bars = ax.bar(xs, ys, width, label=PATHS[key], color=colors[key], edgecolor="black", linewidth=0.5)
+            for bar, y in zip(bars, ys, strict=True):
+                ax.text(bar.get_x() + bar.get_width() / 2, y * 1.05, _ms(y), ha="center", fontsize=6, rotation=90)
+        ax.set_xticks(range(len(results)), [_photo_label(r).replace(" ", "\n", 1) for r in results], fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylim(top=max(max(r.times_ms.values()) for r in results) * 4)  # room for the labels
+        ax.set_ylabel("ms per image (log)", fontsize=8)
+        ax.set_title(f"{MODELS[model]}", fontsize=9)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(title, fontsize=9)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict[str, list[PhotoResult]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--reps", type=int, default=10)
-    parser.add_argument("--patches", type=int, default=70000, help="batch size for the throughput comparison")
-    parser.add_argument("--clip-batch", type=int, default=64, help="images in the HWC -> NCHW batch")
+    parser.add_argument("--reps", type=int, default=10, help="interleaved rounds per photo (fewer for a slow one)")
+    parser.add_argument("--budget-s", type=float, default=5.0, help="about this many seconds of rounds per photo")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (default: torch's)")
+    parser.add_argument("--models", default="qwen2vl", help=f"comma-separated, of: {', '.join(MODELS)}")
+    parser.add_argument(
+        "--plot",
+        default=os.path.join(tempfile.gettempdir(), "fused_input_norm_demo.png"),
+        metavar="FILE.png",
+        help="where the plot goes ('' for none; needs matplotlib)",
+    )
     args = parser.parse_args(argv)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not models or any(m not in MODELS for m in models):
+        parser.error(f"--models takes a comma-separated list of {', '.join(MODELS)}, got {args.models!r}")
     device = torch.device(args.device)
-    qwen2vl_flow(device, args.reps)
-    nchw_from_hwc(device, args.clip_batch, args.reps)
-    patch_throughput(device, args.patches, args.reps)
-    native_flow(device, args.reps)
+    torch.set_num_threads(args.threads)
+    fused_cls = fused_image_processor()
+
+    import transformers
+
+    load = os.getloadavg()[0]
+    print(
+        f"An engine's image path, JPEG bytes -> pixel_values on {device}: torch {torch.__version__}, transformers "
+        f"{transformers.__version__}, {torch.get_num_threads()} torch threads, 1-min load average {load:.2f} at the "
+        f"start. One run's figures, medians of interleaved rounds ((a) (b) (c) (a) (b) (c) ...), host clock per "
+        "image, synchronized; pixel_values in fp32 (engines take bf16) so the differences are the arithmetic's."
+    )
+    if device.type == "cpu":
+        print(
+            "THIS RUN IS ON THE CPU (no GPU here): (c) decodes, resizes and normalizes on the CPU, and nothing crosses "
+            "PCIe; the 'PCIe' column says what each path would ship to a GPU, for (c) the decoded uint8 image (with a "
+            "GPU, nvJPEG decodes there and only the JPEG bytes cross)."
+        )
+    if fused_cls is None:
+        print("(c) is missing: this checkout has no fused_input_norm.FusedImageProcessor; only (a) and (b) run.")
+
+    t0 = time.perf_counter()
+    encoded = {name: (hwc, encode_jpeg(hwc)) for name, hwc in photos().items()}
+    print(
+        f"Encoded {len(encoded)} photos to JPEG (Pillow, quality {JPEG_QUALITY}) in {time.perf_counter() - t0:.1f} s."
+    )
+    all_results = {}
+    for model in models:
+        paths, extra = make_paths(model, device, fused_cls)
+        print(f"\n=== {MODELS[model]} (transformers' defaults; (c): FusedImageProcessor reference='torchvision') ===")
+        results = [
+            run_photo(model, name, hwc, data, paths, extra, device, args.reps, args.budget_s)
+            for name, (hwc, data) in encoded.items()
+        ]
+        print_model(model, results, device)
+        all_results[model] = results
+    end_load = os.getloadavg()[0]
+    print(
+        f"\n1-min load average {load:.2f} at the start, {end_load:.2f} at the end; {torch.get_num_threads()} torch threads."
+    )
+    for model, results in all_results.items():
+        print(
+            f"\nMarkdown ({MODELS[model]}, {device}, {torch.get_num_threads()} threads, load {load:.1f}-{end_load:.1f}):\n"
+        )
+        print(markdown_table(model, results))
+    if args.plot:
+        if importlib.util.find_spec("matplotlib") is None:
+            print("\nNo plot: matplotlib is not installed (pip install matplotlib, or the package's [plot] extra).")
+        else:
+            title = (
+                f"JPEG bytes -> pixel_values, {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+                f"load {load:.1f}-{end_load:.1f}, one run, medians"
+            )
+            plot(all_results, args.plot, title)
+            print(f"\nPlot: {args.plot}")
+    return all_results
 
 
 if __name__ == "__main__":
