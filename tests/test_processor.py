@@ -39,17 +39,6 @@ CONFIGS = {
         "image_processor_type": "Qwen2VLImageProcessor",
         "processor_class": "Qwen2VLProcessor",
     },
-    "qwen2.5-vl": {
-        "min_pixels": 3136,
-        "max_pixels": 12845056,
-        "patch_size": 14,
-        "temporal_patch_size": 2,
-        "merge_size": 2,
-        "image_mean": [0.48145466, 0.4578275, 0.40821073],
-        "image_std": [0.26862954, 0.26130258, 0.27577711],
-        "image_processor_type": "Qwen2VLImageProcessor",
-        "processor_class": "Qwen2_5_VLProcessor",
-    },
     "qwen3-vl": {
         "size": {"longest_edge": 16777216, "shortest_edge": 65536},
         "patch_size": 16,
@@ -87,6 +76,8 @@ CONFIGS = {
     "siglip-bilinear": {"image_processor_type": "SiglipImageProcessorPil", "resample": 2},
 }
 CONFIGS["clip"]["image_processor_type"] = "CLIPImageProcessor"
+# Qwen2.5-VL's checkpoints ship Qwen2-VL's config under their own processor class.
+CONFIGS["qwen2.5-vl"] = {**CONFIGS["qwen2-vl"], "processor_class": "Qwen2_5_VLProcessor"}
 CLASSES = {
     "qwen2_vl": (transformers.Qwen2VLImageProcessorPil, transformers.Qwen2VLImageProcessor),
     "clip": (transformers.CLIPImageProcessorPil, transformers.CLIPImageProcessor),
