@@ -214,6 +214,11 @@ def run_photo(
     )
 
 
+def _threads() -> str:
+    n = torch.get_num_threads()
+    return f"{n} torch thread{'s' if n > 1 else ''}"
+
+
 def _mb(n: int) -> str:
     return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.0f} kB"
 
@@ -328,7 +333,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[PhotoResult]]:
     load = os.getloadavg()[0]
     print(
         f"An engine's image path, JPEG bytes -> pixel_values on {device}: torch {torch.__version__}, transformers "
-        f"{transformers.__version__}, {torch.get_num_threads()} torch threads, 1-min load average {load:.2f} at the "
+        f"{transformers.__version__}, {_threads()}, 1-min load average {load:.2f} at the "
         f"start. One run's figures, medians of interleaved rounds ((a) (b) (c) (a) (b) (c) ...), host clock per "
         "image, synchronized; pixel_values in fp32 (engines take bf16) so the differences are the arithmetic's."
     )
@@ -357,20 +362,16 @@ def main(argv: list[str] | None = None) -> dict[str, list[PhotoResult]]:
         print_model(model, results, device)
         all_results[model] = results
     end_load = os.getloadavg()[0]
-    print(
-        f"\n1-min load average {load:.2f} at the start, {end_load:.2f} at the end; {torch.get_num_threads()} torch threads."
-    )
+    print(f"\n1-min load average {load:.2f} at the start, {end_load:.2f} at the end; {_threads()}.")
     for model, results in all_results.items():
-        print(
-            f"\nMarkdown ({MODELS[model]}, {device}, {torch.get_num_threads()} threads, load {load:.1f}-{end_load:.1f}):\n"
-        )
+        print(f"\nMarkdown ({MODELS[model]}, {device}, {_threads()}, load {load:.1f}-{end_load:.1f}):\n")
         print(markdown_table(model, results))
     if args.plot:
         if importlib.util.find_spec("matplotlib") is None:
             print("\nNo plot: matplotlib is not installed (pip install matplotlib, or the package's [plot] extra).")
         else:
             title = (
-                f"JPEG bytes -> pixel_values, {device}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+                f"JPEG bytes -> pixel_values, {device}, {_threads()}, torch {torch.__version__}, "
                 f"load {load:.1f}-{end_load:.1f}, one run, medians"
             )
             plot(all_results, args.plot, title)
