@@ -19,6 +19,12 @@ on real-photo pixels, against torchvision's uint8 resize alone, Pillow's resize 
 transformers processor (normalize off and in full), interleaved, on the CPU, at 1 thread and at the default
 thread count (`--resize-threads`). They need torchvision, Pillow, transformers and scikit-image, have no
 compiled baseline, and report each ratio against its target (met / not met).
+
+The JPEG cases (names starting "jpeg"; `--cases ^jpeg`) time an engine's whole image path from the JPEG bytes
+of a 1920x1080 and a 4032x3024 photo to Qwen2-VL's fp32 pixel_values, decode included, on the CPU at the
+same thread counts: FusedImageProcessor (both references) against PIL.Image.open + Qwen2VLImageProcessor
+(target: >= 3x faster for the 12 MP photo) and PIL.Image.open + Qwen2VLImageProcessorPil. They also need
+fused_input_norm.FusedImageProcessor.
 """
 
 import argparse
