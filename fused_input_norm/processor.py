@@ -161,7 +161,7 @@ class FusedImageProcessor:
                 if self.device.type == "cuda" and data.startswith(_JPEG_MAGIC):
                     jpegs.append((i, data))
                 else:
-                    decoded[i] = (_decode(data, name, "cpu"), "tensor")
+                    decoded[i] = (_decode(data, name), "tensor")
             else:
                 decoded[i] = _to_chw(item, name)
         if jpegs:
@@ -455,7 +455,7 @@ def _pil_to_chw(image) -> torch.Tensor:
     return hwc.permute(2, 0, 1)
 
 
-def _decode(data: bytes, name: str, device: str) -> torch.Tensor:
+def _decode(data: bytes, name: str) -> torch.Tensor:
     from torchvision.io import ImageReadMode, decode_image
 
     encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
