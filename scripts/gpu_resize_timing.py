@@ -7,13 +7,15 @@ op's, which the tests check against Pillow and torchvision. Run by scripts/gpu_c
 """
 
 import argparse
+import io
 import statistics
+import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fused_input_norm import FusedInputNorm, smart_resize
+from fused_input_norm import FusedImageProcessor, FusedInputNorm, smart_resize
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
@@ -88,6 +90,35 @@ def main() -> None:
     )
     for name, ms in times.items():
         print(f"  {name:<40}{ms * 1e3:9.1f} us")
+    processor_from_jpeg(args.reps)
+
+
+def processor_from_jpeg(reps: int) -> None:
+    """FusedImageProcessor from JPEG bytes: nvJPEG + the fused resize on the GPU against the same processor
+    on the CPU (torchvision's decoder + the CPU kernels), host wall time per call, synchronized."""
+    from PIL import Image
+
+    config = {"image_processor_type": "Qwen2VLImageProcessor"}
+    on_gpu = FusedImageProcessor.from_preprocessor_config(config, device="cuda")
+    on_cpu = FusedImageProcessor.from_preprocessor_config(config, device="cpu")
+    rng = np.random.default_rng(1)
+    for h, w in [(3024, 4032), (1080, 1920)]:
+        base = torch.from_numpy(rng.integers(0, 256, (3, h // 8, w // 8), dtype=np.uint8))[None].float()
+        hwc = F.interpolate(base, size=(h, w), mode="bilinear")[0].round().clamp(0, 255).to(torch.uint8)
+        buffer = io.BytesIO()
+        Image.fromarray(hwc.permute(1, 2, 0).contiguous().numpy()).save(buffer, "JPEG", quality=90)
+        data = buffer.getvalue()
+        gpu_values = on_gpu(data)["pixel_values"]
+        differing = int((gpu_values.cpu() != on_cpu(data)["pixel_values"]).sum())
+        print(f"processor {w}x{h} JPEG ({len(data) / 1e6:.2f} MB): nvJPEG vs CPU decode, differing values {differing}")
+        for name, run in (("GPU (nvJPEG + fused)", on_gpu), ("CPU (same processor)", on_cpu)):
+            times = []
+            for _ in range(reps):
+                start = time.perf_counter()
+                run(data)
+                torch.cuda.synchronize()
+                times.append((time.perf_counter() - start) * 1e3)
+            print(f"  {name:<40}{statistics.median(times):9.2f} ms per image, from bytes")
 
 
 if __name__ == "__main__":
