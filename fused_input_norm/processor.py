@@ -409,7 +409,7 @@ def _to_chw(item: Any, name: str) -> tuple[torch.Tensor, str]:
 
         if item.dtype != np.uint8:
             raise TypeError(f"{_WHERE}: {name} must be uint8 pixels, got a NumPy array of {item.dtype}")
-        item = torch.from_numpy(np.ascontiguousarray(item) if item.strides and min(item.strides) < 0 else item)
+        item = _from_numpy(np.ascontiguousarray(item) if item.strides and min(item.strides) < 0 else item)
     elif not isinstance(item, torch.Tensor):
         raise TypeError(
             f"{_WHERE}: {name} is a {type(item).__name__}; expected a PIL.Image, a uint8 NumPy array or tensor, "
@@ -448,11 +448,16 @@ def _pil_to_chw(image) -> torch.Tensor:
     has_alpha = "A" in image.getbands() or image.info.get("transparency") is not None
     if image.mode not in ("L", "RGB", "RGBA") or (has_alpha and image.mode != "RGBA"):
         image = image.convert("RGBA" if has_alpha else "RGB")
-    array = np.asarray(image)  # a fresh copy Pillow marks read-only; nothing writes to it
+    array = np.asarray(image)  # a fresh copy, which Pillow marks read-only
+    return _from_numpy(array if array.ndim == 3 else array[:, :, None]).permute(2, 0, 1)
+
+
+def _from_numpy(array) -> torch.Tensor:
+    """torch.from_numpy without the warning for a read-only array (np.asarray of a PIL image is one): nothing
+    here writes to the input."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
-        hwc = torch.from_numpy(array if array.ndim == 3 else array[:, :, None])
-    return hwc.permute(2, 0, 1)
+        return torch.from_numpy(array)
 
 
 def _decode(data: bytes, name: str) -> torch.Tensor:

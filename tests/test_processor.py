@@ -475,3 +475,12 @@ def test_cuda_equals_cpu_bit_for_bit(config, reference):
     jpegs = [encode(p, "JPEG", quality=90) for p in photos]
     on_device = cuda(jpegs)["pixel_values"]
     assert on_device.device.type == "cuda" and on_device.shape == cpu(jpegs)["pixel_values"].shape
+
+
+def test_read_only_array_is_taken_without_a_warning(recwarn):
+    """np.asarray(PIL image) is read-only: it is read, never written, so torch's not-writable warning is noise."""
+    array = np.asarray(Image.fromarray(good()))
+    assert not array.flags.writeable
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["clip"], device="cpu")
+    processor(array)
+    assert not [w for w in recwarn if "not writable" in str(w.message)]
