@@ -7,6 +7,8 @@ image (FusedInputNorm.patchify / FusedInputNorm.resize), writing into one output
 """
 
 import dataclasses
+import importlib.util
+import io
 import os
 import warnings
 from collections.abc import Mapping
@@ -132,7 +134,8 @@ class FusedImageProcessor:
 
         Each image is a PIL.Image (its pixels as they are: Pillow resamples nothing), a uint8 NumPy array or
         torch tensor ([H, W], or [C, H, W] / [H, W, C] inferred as transformers infers it; a 4-D array is a
-        batch), or encoded bytes (JPEG, PNG, WebP; decoded upright, as transformers' load_image does).
+        batch), or encoded bytes (JPEG, PNG, WebP; decoded upright, as transformers' load_image does, by
+        torchvision, or by Pillow where torchvision is not installed).
         With do_convert_rgb, gray is repeated to 3 channels and RGBA is composited on white as transformers'
         convert_to_rgb does for that input: Pillow's integer alpha_composite for a PIL image; for arrays,
         tensors and decoded bytes, the Pil backend's rounding (reference "pil") or the torchvision backend's
@@ -158,7 +161,7 @@ class FusedImageProcessor:
             name = _name(i, len(items))
             if isinstance(item, bytes | bytearray | memoryview):
                 data = bytes(item)
-                if self.device.type == "cuda" and data.startswith(_JPEG_MAGIC):
+                if self.device.type == "cuda" and data.startswith(_JPEG_MAGIC) and _has_torchvision():
                     jpegs.append((i, data))
                 else:
                     decoded[i] = (_decode(data, name), "tensor")
@@ -460,7 +463,13 @@ def _from_numpy(array) -> torch.Tensor:
         return torch.from_numpy(array)
 
 
+def _has_torchvision() -> bool:
+    return importlib.util.find_spec("torchvision") is not None
+
+
 def _decode(data: bytes, name: str) -> torch.Tensor:
+    if not _has_torchvision():
+        return _decode_with_pillow(data, name)
     from torchvision.io import ImageReadMode, decode_image
 
     encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
@@ -476,6 +485,22 @@ def _decode(data: bytes, name: str) -> torch.Tensor:
     if image.dim() != 3:
         raise ValueError(f"{_WHERE}: {name} decodes to {tuple(image.shape)}: animated images are not supported")
     return image
+
+
+def _decode_with_pillow(data: bytes, name: str) -> torch.Tensor:
+    """Where torchvision is not installed (PyPI's CPU-only torch has no torchvision beside it): Pillow decodes,
+    upright (EXIF orientation applied) as torchvision's decode_image(apply_exif_orientation=True) does."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        image = Image.open(io.BytesIO(data))
+        if getattr(image, "n_frames", 1) > 1:
+            raise ValueError(f"{_WHERE}: {name} has {image.n_frames} frames: animated images are not supported")
+        image = ImageOps.exif_transpose(image)
+        image.load()
+    except (UnidentifiedImageError, OSError) as error:
+        raise ValueError(f"{_WHERE}: {name} ({len(data)} bytes) is not an image Pillow can decode: {error}") from None
+    return _pil_to_chw(image)
 
 
 def _decode_jpegs(datas: list[bytes], device: torch.device) -> list[torch.Tensor]:

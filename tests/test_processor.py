@@ -484,3 +484,26 @@ def test_read_only_array_is_taken_without_a_warning(recwarn):
     processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["clip"], device="cpu")
     processor(array)
     assert not [w for w in recwarn if "not writable" in str(w.message)]
+
+
+def test_without_torchvision_pillow_decodes_the_same_pixels(monkeypatch):
+    """PyPI's CPU-only torch has no torchvision beside it: there Pillow decodes the bytes, to the same pixels
+    (PNG is lossless; JPEG through the same libjpeg-turbo here) and the same errors."""
+    import fused_input_norm.processor as processor_module
+
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu")
+    rgba = Image.fromarray(rgba_photo())
+    images = [
+        encode(photo("coffee"), "PNG"),
+        encode(photo("rocket"), "JPEG", quality=90),
+        encode(np.asarray(rgba.convert("LA")), "PNG"),
+        encode(np.asarray(rgba.convert("L")), "PNG"),
+        encode(rgba_photo(), "WEBP", lossless=True),
+    ]
+    with_torchvision = processor(images)
+    monkeypatch.setattr(processor_module, "_has_torchvision", lambda: False)
+    with_pillow = processor(images)
+    assert torch.equal(with_pillow["pixel_values"], with_torchvision["pixel_values"])
+    assert torch.equal(with_pillow["image_grid_thw"], with_torchvision["image_grid_thw"])
+    with pytest.raises(ValueError, match=r"images\[1\] \(5 bytes\) is not an image Pillow can decode"):
+        processor([images[0], b"\x00\x01abc"])
