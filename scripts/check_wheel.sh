@@ -26,9 +26,16 @@ for f in fused_input_norm/_C.abi3.so fused_input_norm/py.typed fused_input_norm/
 done
 grep -qx "fused_input_norm = fused_input_norm.vllm_plugin:register" <<< "$(unzip -p "$wheel" '*/entry_points.txt')" \
   || { echo "the wheel does not declare the vllm.general_plugins entry point"; exit 1; }
-requires=$(unzip -p "$wheel" '*/METADATA' | grep '^Requires-Dist: torch' || true)
+metadata=$(unzip -p "$wheel" '*/METADATA')
+requires=$(grep '^Requires-Dist: torch' <<< "$metadata" || true)
 [ -n "$requires" ] || { echo "the wheel does not declare torch"; exit 1; }
-echo "metadata: $requires"
+# What `pip show` prints: the license (as a PEP 639 expression, which pip < 25.0 leaves out of its License
+# line), the author; no Home-page, the project has no public one.
+for field in "License-Expression: Apache-2.0" "License-File: LICENSE" "Author: fused_input_norm developers" \
+  "Summary: uint8 pixels -> normalized"; do
+  grep -q "^$field" <<< "$metadata" || { echo "the wheel's METADATA lacks '$field'"; exit 1; }
+done
+echo "metadata: $requires; $(grep -E '^(License-Expression|Author):' <<< "$metadata" | paste -sd ';' | sed 's/;/; /')"
 
 "$PY" -m pip install -q --disable-pip-version-check --no-deps --target "$out/site" "$wheel"
 cd "$out"  # away from the source tree, so only the installed copy can be imported
