@@ -76,17 +76,8 @@ class FusedInputNorm(nn.Module):
     """y = (x * rescale_factor - mean[c]) / std[c], as y = x * weight[c] + bias[c] in fp32, one kernel.
 
     A drop-in for vLLM's FusedMMInputNorm (same constructor, `forward(pixel_values, visual_dtype)`,
-    `input_dtype`, non-persistent buffers).
-
-    Args:
-        image_mean, image_std: per-channel mean and std (a sequence of `channel` numbers, one number for
-            all channels, or a CPU tensor).
-        rescale_factor: applied to the raw pixel before the mean is subtracted (1/255 for uint8 pixels).
-        channel: number of channels.
-        layout: what forward accepts. "pcl": 2-D patches [num_patches, channel * patch_elems], channel-major
-            in each row (Qwen2-VL). "bchw": 4-D images [B, C, H, W]. None: decided by rank, patches for 2-D
-            input and images with their channel on `channel_dim` for rank >= 3.
-        dtype: the dtype of the weight/bias buffers; only float32, since the op computes in float32.
+    `input_dtype`, non-persistent buffers). The constructor's arguments are in `__init__`'s docstring;
+    `from_preprocessor_config` builds one from a Hugging Face processor config.
 
     The constants and the identity decision are computed on the CPU. The weight/bias buffers are then
     placed on the default device (the active `torch.device` context, if any) with a non-blocking copy.
@@ -108,6 +99,27 @@ class FusedInputNorm(nn.Module):
         *,
         dtype: torch.dtype = torch.float32,
     ) -> None:
+        """Folds the config into float32 weight = rescale_factor / std, bias = -mean / std, on the CPU.
+
+        Args:
+            image_mean, image_std: per-channel mean and std (a sequence of `channel` numbers, one number for
+                all channels, or a CPU tensor); std > 0.
+            rescale_factor: applied to the raw pixel before the mean is subtracted (1/255 for uint8 pixels).
+            channel: number of channels.
+            layout: what forward accepts. "pcl": 2-D patches [num_patches, channel * patch_elems],
+                channel-major in each row (Qwen2-VL). "bchw": 4-D images [B, C, H, W]. None: decided by rank,
+                patches for 2-D input and images with their channel on `channel_dim` for rank >= 3.
+            dtype: the dtype of the weight/bias buffers; only float32, since the op computes in float32.
+
+        Raises:
+            TypeError: an argument of the wrong type (bool is not a number here; NumPy numbers are).
+            ValueError: mismatched lengths, channel < 1, std <= 0, rescale_factor <= 0, non-finite values or
+                float32 constants, an unknown layout, a dtype other than float32.
+
+        An identity config (weight 1 and bias 0 within torch.allclose's default tolerances) makes a module
+        with no buffers whose forward only casts. Otherwise the buffers go to the default device (the
+        active `torch.device` context, if any) with a non-blocking copy: no device synchronization.
+        """
         super().__init__()
         if not isinstance(channel, int) or isinstance(channel, bool):
             raise TypeError(f"FusedInputNorm: channel must be a positive int, got {type(channel).__name__}")
@@ -497,8 +509,15 @@ def channel_view(
     if not -pixel_values.dim() <= dim < pixel_values.dim():
         raise IndexError(f"FusedInputNorm: channel_dim {dim} is out of range for pixel_values of shape {shape}")
     if shape[dim] != channel:
+        # Decoded images are HWC (PIL, OpenCV, NumPy): say so when the last axis is the one that fits.
+        hint = (
+            "; channels-last images ([..., H, W, C]) need channel_dim=-1"
+            if layout is None and channel_dim is None and shape[-1] == channel
+            else ""
+        )
         raise ValueError(
-            f"FusedInputNorm: pixel_values has {shape[dim]} channels on axis {dim} (shape {shape}), expected {channel}"
+            f"FusedInputNorm: pixel_values has {shape[dim]} channels on axis {dim} (shape {shape}), expected "
+            f"{channel}{hint}"
         )
     return pixel_values, dim
 

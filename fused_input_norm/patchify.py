@@ -98,9 +98,14 @@ def _frames(image: object, name: str, channel: int, channel_dim: int) -> torch.T
             f"got shape {tuple(image.shape)}"
         )
     if image.shape[channel_dim] != channel:
+        hint = (
+            f"; channels-last {_LAYOUTS[-1][image.dim() == 4]} needs channel_dim=-1"
+            if channel_dim == -3 and image.shape[-1] == channel
+            else ""
+        )
         raise ValueError(
             f"FusedInputNorm.patchify: {name} has {image.shape[channel_dim]} channels on axis {channel_dim} "
-            f"(shape {tuple(image.shape)}, layout {clip if image.dim() == 4 else still}), expected {channel}"
+            f"(shape {tuple(image.shape)}, layout {clip if image.dim() == 4 else still}), expected {channel}{hint}"
         )
     if image.dim() == 4 and image.shape[0] == 0:
         raise ValueError(f"FusedInputNorm.patchify: {name} is a clip {clip} with no frames, shape {tuple(image.shape)}")

@@ -279,6 +279,35 @@ def test_bad_forward_input(shape, kwargs, error, match):
         norm(torch.zeros(shape, dtype=torch.uint8), torch.bfloat16, **kwargs)
 
 
+def test_constructor_has_its_own_docstring():
+    """help(FusedInputNorm.__init__) documents the arguments, not nn.Module's inherited __init__."""
+    doc = FusedInputNorm.__init__.__doc__
+    assert doc and doc != torch.nn.Module.__init__.__doc__
+    for argument in ("image_mean, image_std:", "rescale_factor:", "channel:", "layout:", "dtype:", "Raises:"):
+        assert argument in doc, argument
+
+
+def test_channels_last_images_without_channel_dim_get_a_hint():
+    """NHWC images (how PIL, OpenCV and NumPy decode) with the default channel_dim (-3) are refused; when the
+    last axis has the channel count, the message says channel_dim=-1, which is the call that works."""
+    norm = FusedInputNorm(*NON_IDENTITY)
+    nhwc = torch.zeros(2, 8, 8, 3, dtype=torch.uint8)
+    hint = r"has 8 channels on axis -3 \(shape \(2, 8, 8, 3\)\), expected 3; channels-last images \(\[\.\.\., H, W, C\]\) need channel_dim=-1"
+    for module in (norm, FusedInputNorm.identity()):
+        with pytest.raises(ValueError, match=hint):
+            module(nhwc, torch.bfloat16)
+        assert module(nhwc, torch.bfloat16, channel_dim=-1).shape == nhwc.shape
+    # No hint where channel_dim=-1 would not fit either, nor where the caller chose the axis or the layout.
+    for pixels, kwargs, module in [
+        (torch.zeros(2, 8, 8, 4, dtype=torch.uint8), {}, norm),
+        (torch.zeros(2, 8, 3, 8, dtype=torch.uint8), {"channel_dim": 1}, norm),
+        (nhwc, {}, FusedInputNorm(*NON_IDENTITY, layout="bchw")),
+    ]:
+        with pytest.raises(ValueError, match="channels on axis") as info:
+            module(pixels, torch.bfloat16, **kwargs)
+        assert "channel_dim=-1" not in str(info.value)
+
+
 @pytest.mark.parametrize("visual_dtype", [torch.float64, torch.int32, torch.uint8, torch.bool, "bfloat16"])
 def test_bad_visual_dtype_is_named(visual_dtype):
     for norm in (FusedInputNorm(*NON_IDENTITY), FusedInputNorm.identity()):
