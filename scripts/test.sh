@@ -7,7 +7,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # real photos for the processor parity tests.
 case "${TORCH_SPEC:-torch==2.14.1}" in
   torch==2.14.1) torchvision=torchvision==0.29.1 ;;
-  *) torchvision="" ;;  # no torchvision wheel here for other torch versions: transformers uses PIL
+  # None for other torch versions: PyPI's torchvision wheels are CUDA builds (0.28.0, torch 2.13's, fails to
+  # import beside the CPU-only torch 2.13.0+cpu); transformers uses its PIL backend instead.
+  *) torchvision="" ;;
 esac
 EXTRAS="pytest hypothesis expecttest transformers scikit-image $torchvision ${EXTRAS:-}" bash scripts/setup_env.sh
 VENV=${VENV:-.venv}
