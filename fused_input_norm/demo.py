@@ -23,7 +23,10 @@ synchronized), the max |difference| from (a), and the JPEG decoders' own differe
 decoder (c) uses): (c) runs (a)'s arithmetic exactly (checked on PIL's decoded pixels, <= 1e-6), so any
 larger difference from the bytes is the decoders'. Then a Markdown table and a plot (with matplotlib).
 
-Needs scikit-image, transformers and torchvision (scripts/demo.sh installs them).
+Needs scikit-image and transformers (scripts/demo.sh installs them), and torchvision for what is above.
+Without torchvision (beside the CPU-only torch, which has no matching torchvision wheel: scripts/demo.sh on a
+machine without a GPU), the processors are transformers' *Pil ones, (c) reproduces their resize
+(reference="pil") and Pillow decodes for (c) too.
 """
 
 import argparse
@@ -79,8 +82,27 @@ def pil_decode(data: bytes):
     return Image.open(io.BytesIO(data)).convert("RGB")
 
 
+def has_torchvision() -> bool:
+    return importlib.util.find_spec("torchvision") is not None
+
+
+def decoder_name(device: torch.device) -> str:
+    """What device_decode runs, as printed."""
+    if not has_torchvision():
+        return "PIL (no torchvision)"
+    return "nvJPEG" if device.type == "cuda" else "torchvision.io.decode_image"
+
+
+def reference() -> str:
+    """Whose resize (c) reproduces: the processors' backend, torchvision's, or the *Pil processors' without it."""
+    return "torchvision" if has_torchvision() else "pil"
+
+
 def device_decode(data: bytes, device: torch.device) -> torch.Tensor:
-    """The decoder path (c) uses: nvJPEG on a CUDA device, torchvision's CPU decoders otherwise. uint8 [3, H, W]."""
+    """The decoder path (c) uses: nvJPEG on a CUDA device, torchvision's CPU decoders otherwise; Pillow where
+    torchvision is not installed, as FusedImageProcessor does then. uint8 [3, H, W]."""
+    if not has_torchvision():
+        return torch.from_numpy(np.array(pil_decode(data))).permute(2, 0, 1)
     from torchvision.io import ImageReadMode, decode_image, decode_jpeg
 
     encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
@@ -135,7 +157,11 @@ def make_paths(model: str, device: torch.device, fused_cls) -> tuple[dict[str, C
     import transformers
 
     config = {"image_processor_type": MODELS[model]}
-    processor = getattr(transformers, MODELS[model])()  # the class's defaults: what the checkpoints configure
+    # The class's defaults: what the checkpoints configure. Without torchvision, its *Pil class (asked for by
+    # name: transformers' own fallback warns on each construction).
+    name = MODELS[model] if has_torchvision() else f"{MODELS[model]}Pil"
+    processor = getattr(transformers, name, None) or getattr(transformers, MODELS[model])
+    processor = processor()
     with torch.device(device):
         norm = FusedInputNorm.from_preprocessor_config(processor_config(processor))
 
@@ -150,7 +176,7 @@ def make_paths(model: str, device: torch.device, fused_cls) -> tuple[dict[str, C
     paths = {"a": path_a, "b": path_b}
     fused = None
     if fused_cls is not None:
-        fused = fused_cls.from_preprocessor_config(config, device=device, reference="torchvision")
+        fused = fused_cls.from_preprocessor_config(config, device=device, reference=reference())
 
         def path_c(data: bytes) -> torch.Tensor:
             return sync(device, fused(data, visual_dtype=torch.float32)["pixel_values"])
@@ -243,7 +269,7 @@ def print_model(model: str, results: list[PhotoResult], device: torch.device) ->
             diff = "" if key == "a" else f"   max |x - (a)| {_diff(r.diffs[key])}"
             print(f"  {label:<88}{_mb(r.pcie_bytes[key]):>9} on PCIe {_ms(r.times_ms[key]):>9}{diff}")
         if r.decoder_max is not None:
-            decoder = "nvJPEG" if device.type == "cuda" else "torchvision.io.decode_image"
+            decoder = decoder_name(device)
             print(
                 f"  (c) on PIL's decoded pixels vs (a): max {_diff(r.same_pixels_diff)} (the arithmetic); "
                 f"PIL vs {decoder} decode: max {r.decoder_max} levels, {100 * r.decoder_frac:.2f}% of values differ"
@@ -354,7 +380,10 @@ def main(argv: list[str] | None = None) -> dict[str, list[PhotoResult]]:
     all_results = {}
     for model in models:
         paths, extra = make_paths(model, device, fused_cls)
-        print(f"\n=== {MODELS[model]} (transformers' defaults; (c): FusedImageProcessor reference='torchvision') ===")
+        print(
+            f"\n=== {type(extra['processor']).__name__} (transformers' defaults; (c): FusedImageProcessor "
+            f"reference={reference()!r}) ==="
+        )
         results = [
             run_photo(model, name, hwc, data, paths, extra, device, args.reps, args.budget_s)
             for name, (hwc, data) in encoded.items()

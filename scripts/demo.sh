@@ -39,10 +39,10 @@ fi
 VENV=${VENV:-.venv}
 export VENV TORCH_SPEC
 
-# The demo compares against transformers' Qwen2-VL processor, whose default backend is torchvision, which
-# must match torch; without it, transformers falls back to its PIL backend. PyPI's torchvision wheels are
-# CUDA builds: 0.28.0 (torch==2.13.0's) needs libtorch_cuda, so next to the CPU-only torch its import fails
-# (operator torchvision::nms does not exist) and takes transformers down with it. Hence none there.
+# The demo compares against transformers' processors, whose default backend is torchvision, which must match
+# torch; without it, the demo takes their *Pil classes. PyPI's torchvision wheels are CUDA builds: 0.28.0
+# (torch==2.13.0's) needs libtorch_cuda, so next to the CPU-only torch its import fails (operator
+# torchvision::nms does not exist) and takes transformers down with it. Hence none there.
 case "$TORCH_SPEC" in
   torch==2.14.1 | torch==2.14.1+cu*) torchvision=torchvision==0.29.1 ;;
   *) torchvision="" ;;
