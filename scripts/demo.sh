@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command, fresh machine -> the main job on real photos (python -m fused_input_norm.demo): an engine's
-# Qwen2-VL image path (the processor's resize, then patchify + normalize on the device), HWC -> NCHW for
-# CLIP/SigLIP, and the op's throughput against the eager code engines run today. Arguments go to the demo.
+# image path from JPEG bytes to pixel_values, three ways: transformers' processor on the CPU, the processor
+# with normalize off + FusedInputNorm on the device, and FusedImageProcessor on the device; the PCIe bytes,
+# time per image and difference of each, and a plot (matplotlib). Arguments go to the demo.
 #
 # Which torch: TORCH_SPEC if set. Otherwise, with an NVIDIA GPU visible (`nvidia-smi -L` lists one, or, with
 # no nvidia-smi, /dev/nvidia0 exists), torch 2.14.1 (the CUDA 13.0 build) in .venv, as scripts/test.sh.
@@ -47,7 +48,7 @@ case "$TORCH_SPEC" in
   torch==2.14.1 | torch==2.14.1+cu*) torchvision=torchvision==0.29.1 ;;
   *) torchvision="" ;;
 esac
-if ! EXTRAS="scikit-image transformers $torchvision ${EXTRAS:-}" bash scripts/setup_env.sh; then
+if ! EXTRAS="scikit-image transformers matplotlib $torchvision ${EXTRAS:-}" bash scripts/setup_env.sh; then
   if [ "$picked_cpu" = 1 ]; then
     echo "demo: setting up $VENV with $TORCH_SPEC failed. If pip found no $TORCH_SPEC: PyPI's x86-64 Linux torch" \
       "wheels are CUDA builds; add PyTorch's CPU wheel index (PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu)" \
