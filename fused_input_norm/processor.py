@@ -161,15 +161,18 @@ class FusedImageProcessor:
             name = _name(i, len(items))
             if isinstance(item, bytes | bytearray | memoryview):
                 data = bytes(item)
-                if self.device.type == "cuda" and data.startswith(_JPEG_MAGIC) and _has_torchvision():
+                if self.device.type == "cuda" and _upright_jpeg(data) and _has_torchvision():
                     jpegs.append((i, data))
                 else:
                     decoded[i] = (_decode(data, name), "tensor")
             else:
-                decoded[i] = _to_chw(item, name)
+                decoded[i] = _to_chw(item, name, self.settings.do_convert_rgb)
         if jpegs:
-            for (i, _), image in zip(jpegs, _decode_jpegs([d for _, d in jpegs], self.device), strict=True):
-                decoded[i] = (image, "tensor")
+            on_device = _decode_jpegs([d for _, d in jpegs], self.device)
+            for (i, data), image in zip(jpegs, on_device or [None] * len(jpegs), strict=True):
+                # nvJPEG refused the batch (a corrupt JPEG, a format it lacks, a build without it): the CPU
+                # decoder takes each, and names the one at fault.
+                decoded[i] = (image if image is not None else _decode(data, _name(i, len(items))), "tensor")
         checked = []
         for i, (image, source) in enumerate(decoded):
             name = _name(i, len(items))
@@ -187,7 +190,9 @@ class FusedImageProcessor:
         self._check_geometry([img.shape[-2:] for img, _ in checked], len(items))
         pixels = []
         for image, source in checked:
-            image = image.to(self.device, non_blocking=True)
+            # Non-blocking only host to GPU (stream-ordered before the kernels); a copy to the host must land
+            # before the CPU kernels read it.
+            image = image.to(self.device, non_blocking=image.device.type == "cpu")
             pixels.append(_to_rgb(image, source, self.reference) if self.settings.do_convert_rgb else image)
         return pixels
 
@@ -215,6 +220,14 @@ class FusedImageProcessor:
                     raise ValueError(
                         f"{_WHERE}: {name} is {height}x{width}, smaller than crop_size {crop_h}x{crop_w} (do_resize is off)"
                     )
+        if s.kind != "qwen2_vl":
+            shapes = [self._resize_and_crop(h, w)[1][2:] for h, w in sizes]
+            if len(set(shapes)) > 1:
+                listed = ", ".join(f"{_name(i, count)}: {h}x{w}" for i, (h, w) in enumerate(shapes))
+                raise ValueError(
+                    f"{_WHERE}: the images come out in different sizes ({listed}), which do not stack into one "
+                    f"pixel_values; give a config with do_center_crop or a fixed size"
+                )
 
     # ----- the two output layouts -----
 
@@ -234,15 +247,8 @@ class FusedImageProcessor:
         return {"pixel_values": pixel_values, "image_grid_thw": grid_thw}
 
     def _images(self, pixels: list[torch.Tensor], visual_dtype: torch.dtype) -> dict[str, torch.Tensor]:
-        boxes = [self._resize_and_crop(*image.shape[-2:]) for image in pixels]
-        shapes = {(h, w) for _, (_, _, h, w) in boxes}
-        if len(shapes) > 1:
-            listed = ", ".join(f"{_name(i, len(boxes))}: {h}x{w}" for i, (_, (_, _, h, w)) in enumerate(boxes))
-            raise ValueError(
-                f"{_WHERE}: the images come out in different sizes ({listed}), which do not stack into one "
-                f"pixel_values; give a config with do_center_crop or a fixed size"
-            )
-        (height, width) = shapes.pop()
+        boxes = [self._resize_and_crop(*image.shape[-2:]) for image in pixels]  # one crop size: _check_geometry
+        height, width = boxes[0][1][2:]
         out = torch.empty(len(pixels), self.norm.channel, height, width, dtype=visual_dtype, device=self.device)
         for image, (size, crop), image_out in zip(pixels, boxes, out, strict=True):
             self.norm.resize(
@@ -288,7 +294,9 @@ def resolve_config(config: Mapping) -> tuple[ProcessorSettings, dict]:
         if not isinstance(get(key), bool):
             raise ValueError(f"{_WHERE}: {key} must be true or false, got {get(key)!r}")
     crop = None
-    do_center_crop = kind == "clip" and get("do_center_crop")
+    if config.get("do_pad"):
+        raise ValueError(f"{_WHERE}: do_pad is not implemented (the supported processors do not pad by default)")
+    do_center_crop = get("do_center_crop")
     if do_center_crop:
         crop = _crop_size(get("crop_size"))
         fits = (
@@ -323,6 +331,9 @@ def resolve_config(config: Mapping) -> tuple[ProcessorSettings, dict]:
 
 def _kind(config: Mapping) -> str:
     name = config.get("image_processor_type")
+    if name is None and isinstance(config.get("feature_extractor_type"), str):
+        # Older checkpoints (openai/clip-vit-*) name only their feature extractor, as AutoImageProcessor maps it.
+        name = config["feature_extractor_type"].replace("FeatureExtractor", "ImageProcessor")
     if isinstance(name, str):
         base = name.removesuffix("Fast").removesuffix("Pil")
         if base in _TYPES:
@@ -355,6 +366,8 @@ def _size(kind: str, config: Mapping) -> dict:
     size = config.get("size")
     if kind == "qwen2_vl":
         # transformers' Qwen2VLImageProcessor.__init__: min_pixels / max_pixels override size's edges.
+        if size is not None and not isinstance(size, Mapping):
+            raise ValueError(f"{_WHERE}: a Qwen-VL size needs shortest_edge and longest_edge, got {size!r}")
         size = dict(_DEFAULTS[kind]["size"] if size is None else size)
         for key, edge in (("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")):
             if config.get(key) is not None:
@@ -371,6 +384,8 @@ def _size(kind: str, config: Mapping) -> dict:
     if isinstance(size, int) and not isinstance(size, bool):
         # transformers 5 reads a bare int as the shortest edge (default_to_square is False for both).
         size = {"shortest_edge": size}
+    elif isinstance(size, list | tuple) and len(size) == 2:  # get_size_dict: (height, width)
+        size = {"height": size[0], "width": size[1]}
     if isinstance(size, Mapping) and set(size) == {"shortest_edge"}:
         return {"shortest_edge": _positive_int("size['shortest_edge']", size["shortest_edge"])}
     if isinstance(size, Mapping) and set(size) == {"height", "width"}:
@@ -381,6 +396,8 @@ def _size(kind: str, config: Mapping) -> dict:
 def _crop_size(value: object) -> tuple[int, int]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = {"height": value, "width": value}
+    elif isinstance(value, list | tuple) and len(value) == 2:
+        value = {"height": value[0], "width": value[1]}
     if not isinstance(value, Mapping) or set(value) != {"height", "width"}:
         raise ValueError(f"{_WHERE}: crop_size must be an int or {{'height', 'width'}}, got {value!r}")
     return tuple(_positive_int(f"crop_size[{k!r}]", value[k]) for k in ("height", "width"))
@@ -394,19 +411,27 @@ def _name(i: int, count: int) -> str:
 
 
 def _as_list(images: Any) -> list:
-    if isinstance(images, list | tuple):
-        if not images:
-            raise ValueError(f"{_WHERE}: images is an empty list")
-        return list(images)
+    """A flat list of images, as transformers' make_flat_list_of_images makes one: a list, a list of lists or
+    of 4-D batches, or a 4-D batch."""
     if getattr(images, "ndim", None) == 4:  # a batch [B, ...] as transformers takes it
-        return list(images)
-    return [images]
+        images = list(images)
+    elif isinstance(images, list | tuple):
+        images = [
+            image
+            for item in images
+            for image in (item if isinstance(item, list | tuple) or getattr(item, "ndim", None) == 4 else [item])
+        ]
+    else:
+        images = [images]
+    if not images:
+        raise ValueError(f"{_WHERE}: images holds no image")
+    return images
 
 
-def _to_chw(item: Any, name: str) -> tuple[torch.Tensor, str]:
+def _to_chw(item: Any, name: str, convert_rgb: bool = True) -> tuple[torch.Tensor, str]:
     """A PIL image, array or tensor as uint8 [C, H, W] (a view where possible) and how it composites alpha."""
     if _is_pil(item):
-        return _pil_to_chw(item), "pil"
+        return _pil_to_chw(item, convert_rgb), "pil"
     if type(item).__module__ == "numpy" and hasattr(item, "dtype"):
         import numpy as np
 
@@ -443,13 +468,14 @@ def _is_pil(item: Any) -> bool:
     return isinstance(item, Image.Image)
 
 
-def _pil_to_chw(image) -> torch.Tensor:
+def _pil_to_chw(image, convert_rgb: bool = True) -> torch.Tensor:
     """A PIL image's pixels: L, RGB and RGBA as stored; other modes through Pillow's own conversion to RGB or
-    RGBA (a colour conversion, no resampling), as transformers' convert_to_rgb does first."""
+    RGBA (a colour conversion, no resampling), as transformers' convert_to_rgb does first (without
+    do_convert_rgb, transformers takes np.array(image) as it is)."""
     import numpy as np
 
     has_alpha = "A" in image.getbands() or image.info.get("transparency") is not None
-    if image.mode not in ("L", "RGB", "RGBA") or (has_alpha and image.mode != "RGBA"):
+    if convert_rgb and (image.mode not in ("L", "RGB", "RGBA") or (has_alpha and image.mode != "RGBA")):
         image = image.convert("RGBA" if has_alpha else "RGB")
     array = np.asarray(image)  # a fresh copy, which Pillow marks read-only
     return _from_numpy(array if array.ndim == 3 else array[:, :, None]).permute(2, 0, 1)
@@ -484,6 +510,8 @@ def _decode(data: bytes, name: str) -> torch.Tensor:
         ) from None
     if image.dim() != 3:
         raise ValueError(f"{_WHERE}: {name} decodes to {tuple(image.shape)}: animated images are not supported")
+    if image.dtype != torch.uint8:
+        raise TypeError(f"{_WHERE}: {name} decodes to {image.dtype} pixels (a 16-bit image); expected 8-bit")
     return image
 
 
@@ -500,20 +528,38 @@ def _decode_with_pillow(data: bytes, name: str) -> torch.Tensor:
         image.load()
     except (UnidentifiedImageError, OSError) as error:
         raise ValueError(f"{_WHERE}: {name} ({len(data)} bytes) is not an image Pillow can decode: {error}") from None
+    if image.mode.startswith(("I", "F")):  # as torchvision's decoder gives uint16 for these: refused alike
+        raise TypeError(f"{_WHERE}: {name} decodes to {image.mode} pixels (a 16-bit image); expected 8-bit")
     return _pil_to_chw(image)
 
 
-def _decode_jpegs(datas: list[bytes], device: torch.device) -> list[torch.Tensor]:
-    """JPEGs decoded on the GPU, all in one nvJPEG call: only the encoded bytes cross PCIe."""
+def _upright_jpeg(data: bytes) -> bool:
+    """A JPEG whose EXIF orientation is 1 or absent: nvJPEG's batch decode ignores the tag, so a rotated one
+    goes to the CPU decoder, which applies it (as transformers' load_image does)."""
+    if not data.startswith(_JPEG_MAGIC):
+        return False
+    try:
+        from PIL import Image
+    except ImportError:
+        return False
+    try:
+        return Image.open(io.BytesIO(data)).getexif().get(0x0112, 1) == 1  # the header only, no decode
+    except Exception:  # a corrupt header: the CPU decoder names the image
+        return False
+
+
+def _decode_jpegs(datas: list[bytes], device: torch.device) -> list[torch.Tensor] | None:
+    """JPEGs decoded on the GPU, all in one nvJPEG call: only the encoded bytes cross PCIe. None where nvJPEG
+    refuses them."""
     from torchvision.io import ImageReadMode, decode_jpeg
 
     encoded = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
-            return decode_jpeg(encoded, mode=ImageReadMode.UNCHANGED, device=device, apply_exif_orientation=True)
-        except RuntimeError as error:
-            raise ValueError(f"{_WHERE}: a JPEG in images could not be decoded by nvJPEG: {error}") from None
+            return decode_jpeg(encoded, mode=ImageReadMode.UNCHANGED, device=device)
+        except RuntimeError:
+            return None
 
 
 def _to_rgb(image: torch.Tensor, source: str, reference: str) -> torch.Tensor:

@@ -75,7 +75,10 @@ CONFIGS = {
     },
     "siglip-bilinear": {"image_processor_type": "SiglipImageProcessorPil", "resample": 2},
 }
-CONFIGS["clip"]["image_processor_type"] = "CLIPImageProcessor"
+# openai/clip-vit-*'s config as shipped names only its feature extractor (AutoImageProcessor maps it).
+CONFIGS["siglip-crop"] = {"image_processor_type": "SiglipImageProcessor", "size": 256, "do_center_crop": True}
+CONFIGS["siglip-crop"] |= {"crop_size": [224, 200]}
+CONFIGS["clip-unnormalized"] = {"image_processor_type": "CLIPImageProcessor", "do_normalize": False, "size": [256, 300]}
 # Qwen2.5-VL's checkpoints ship Qwen2-VL's config under their own processor class.
 CONFIGS["qwen2.5-vl"] = {**CONFIGS["qwen2-vl"], "processor_class": "Qwen2_5_VLProcessor"}
 CLASSES = {
@@ -391,10 +394,25 @@ def good() -> np.ndarray:
         (None, TypeError, "images[1] is a NoneType"),
         (np.zeros((2, 3, 4, 5, 6), np.uint8), ValueError, "images[1] must be [H, W], [C, H, W] or [H, W, C]"),
         (np.zeros((2, 500, 3), np.uint8), ValueError, "images[1] of size 2x500 has an aspect ratio over 200"),
+        (None, TypeError, "images[1] decodes to torch.uint16 pixels (a 16-bit image); expected 8-bit"),
     ],
-    ids=["bytes", "2-channels", "5-channels", "empty", "float-array", "float-tensor", "str", "none", "5-d", "ratio"],
+    ids=[
+        "bytes",
+        "2-channels",
+        "5-channels",
+        "empty",
+        "float-array",
+        "float-tensor",
+        "str",
+        "none",
+        "5-d",
+        "ratio",
+        "16-bit",
+    ],
 )
 def test_bad_image_is_named_before_any_kernel(bad, error, message):
+    if "16-bit" in message:
+        bad = encode16(np.full((40, 50), 40000, np.uint16))
     processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu")
     with RecordOps() as recorded, pytest.raises(error) as raised:
         processor([good(), bad, good()])
@@ -402,10 +420,17 @@ def test_bad_image_is_named_before_any_kernel(bad, error, message):
     assert not any("fused_input_norm" in str(op) for op in recorded.ops())
 
 
+def encode16(gray: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(gray).save(buffer, "PNG")  # mode I;16
+    return buffer.getvalue()
+
+
 def test_empty_list_and_unstackable_sizes_are_refused():
     processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu")
-    with pytest.raises(ValueError, match="images is an empty list"):
-        processor([])
+    for empty in ([], [[]], np.zeros((0, 56, 56, 3), np.uint8)):
+        with pytest.raises(ValueError, match="images holds no image"):
+            processor(empty)
     # CLIP without a crop: shortest edge 224 gives each aspect ratio its own size.
     no_crop = FusedImageProcessor.from_preprocessor_config(
         {"image_processor_type": "CLIPImageProcessor", "do_center_crop": False}, device="cpu"
@@ -507,3 +532,34 @@ def test_without_torchvision_pillow_decodes_the_same_pixels(monkeypatch):
     assert torch.equal(with_pillow["image_grid_thw"], with_torchvision["image_grid_thw"])
     with pytest.raises(ValueError, match=r"images\[1\] \(5 bytes\) is not an image Pillow can decode"):
         processor([images[0], b"\x00\x01abc"])
+    with pytest.raises(TypeError, match=r"images\[1\] decodes to I;16 pixels \(a 16-bit image\); expected 8-bit"):
+        processor([images[0], encode16(np.full((40, 50), 40000, np.uint16))])
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_nested_lists_flatten_as_in_transformers(reference, record_property):
+    """make_flat_list_of_images: a list of lists, or of 4-D batches, is one flat list of images."""
+    a, b, c = (photo(n)[:300, :400] for n in ("astronaut", "coffee", "chelsea"))
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu", reference=reference)
+    expected = hf_processor(CONFIGS["qwen2-vl"], reference)([[a, b], [c]], return_tensors="pt")
+    assert expected["image_grid_thw"].shape[0] == 3
+    assert_matches(processor([[a, b], [c]]), expected, record_property, f"nested {reference}")
+    assert torch.equal(processor([np.stack([a, b]), c])["pixel_values"], processor([a, b, c])["pixel_values"])
+
+
+def test_pil_transparency_without_convert_rgb_is_taken_as_stored(record_property):
+    """do_convert_rgb off: transformers takes np.array(image) as it is, an RGB image with a transparency key
+    stays 3 channels."""
+    config = {**CONFIGS["siglip-384"], "do_convert_rgb": False}
+    image = Image.fromarray(photo("coffee"))
+    image.info["transparency"] = (0, 0, 0)
+    processor = FusedImageProcessor.from_preprocessor_config(config, device="cpu")
+    expected = hf_processor(config, "pil")(image, return_tensors="pt")
+    assert_matches(processor(image), expected, record_property, "RGB + transparency key, convert off")
+
+
+def test_unimplemented_keys_are_refused():
+    with pytest.raises(ValueError, match="do_pad is not implemented"):
+        FusedImageProcessor.from_preprocessor_config({**CONFIGS["siglip-384"], "do_pad": True})
+    with pytest.raises(ValueError, match="a Qwen-VL size needs shortest_edge and longest_edge, got 224"):
+        FusedImageProcessor.from_preprocessor_config({"image_processor_type": "Qwen2VLImageProcessor", "size": 224})
