@@ -471,21 +471,32 @@ def resize_targets(times: dict[str, float], mins: dict[str, float], threads: int
     return targets
 
 
-def run_resize_case(case: ResizeCase, inp: ResizeInputs, threads: int, reps: int, case_budget_s: float) -> dict:
-    """Times the case's methods interleaved at `threads` torch threads (restored afterwards)."""
-    methods = resize_methods(case, inp)
+def time_cpu_methods(
+    name: str, methods: dict[str, Callable[[], object]], ours: tuple[str, ...], threads: int, reps: int, budget_s: float
+) -> tuple[tuple, dict, dict, dict, dict]:
+    """Times `methods` interleaved on the CPU at `threads` torch threads (restored afterwards), once `ours` are
+    known to run. Returns our output's shape, the samples, their medians and minima, and the peers that failed."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         errors = drop_failing(methods)
-        if OURS_TV in errors or OURS_PIL in errors:  # a bug, not a benchmark result
-            raise RuntimeError(f"{case.name}: the op failed: {errors}")
-        out_shape = tuple(methods[OURS_TV]().shape)
-        samples = sample_interleaved(methods, Timer(torch.device("cpu")), reps, budget_s=case_budget_s)
+        if any(method in errors for method in ours):  # a bug, not a benchmark result
+            raise RuntimeError(f"{name}: ours failed: {errors}")
+        out_shape = tuple(methods[ours[0]]().shape)
+        samples = sample_interleaved(methods, Timer(torch.device("cpu")), reps, budget_s=budget_s)
     finally:
         torch.set_num_threads(before)
-    times = {name: statistics.median(s) for name, s in samples.items()}
-    mins = {name: min(s) for name, s in samples.items()}
+    times = {method: statistics.median(s) for method, s in samples.items()}
+    mins = {method: min(s) for method, s in samples.items()}
+    return out_shape, samples, times, mins, errors
+
+
+def run_resize_case(case: ResizeCase, inp: ResizeInputs, threads: int, reps: int, case_budget_s: float) -> dict:
+    """Times the case's methods interleaved at `threads` torch threads."""
+    methods = resize_methods(case, inp)
+    out_shape, samples, times, mins, errors = time_cpu_methods(
+        case.name, methods, (OURS_TV, OURS_PIL), threads, reps, case_budget_s
+    )
     result = {
         "case": case.name,
         "threads": threads,
@@ -647,20 +658,10 @@ def jpeg_ratios(case: JpegCase, times: dict[str, float], mins: dict[str, float])
 
 
 def run_jpeg_case(case: JpegCase, inp: JpegInputs, threads: int, reps: int, case_budget_s: float) -> dict:
-    """Times the four paths interleaved at `threads` torch threads (restored afterwards), on the CPU."""
-    methods = dict(inp.methods)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        errors = drop_failing(methods)
-        if FUSED_TV in errors or FUSED_PIL in errors:  # a bug, not a benchmark result
-            raise RuntimeError(f"{case.name}: FusedImageProcessor failed: {errors}")
-        out_shape = tuple(methods[FUSED_TV]().shape)
-        samples = sample_interleaved(methods, Timer(torch.device("cpu")), reps, budget_s=case_budget_s)
-    finally:
-        torch.set_num_threads(before)
-    times = {name: statistics.median(s) for name, s in samples.items()}
-    mins = {name: min(s) for name, s in samples.items()}
+    """Times the four paths interleaved at `threads` torch threads, on the CPU."""
+    out_shape, samples, times, mins, errors = time_cpu_methods(
+        case.name, dict(inp.methods), (FUSED_TV, FUSED_PIL), threads, reps, case_budget_s
+    )
     result = {
         "case": case.name,
         "threads": threads,
