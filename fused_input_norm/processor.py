@@ -161,18 +161,21 @@ class FusedImageProcessor:
             name = _name(i, len(items))
             if isinstance(item, bytes | bytearray | memoryview):
                 data = bytes(item)
-                if self.device.type == "cuda" and _upright_jpeg(data) and _has_torchvision():
-                    jpegs.append((i, data))
+                orientation = _exif_orientation(data) if data.startswith(_JPEG_MAGIC) else None
+                if self.device.type == "cuda" and orientation is not None and _has_torchvision():
+                    jpegs.append((i, data, orientation))
                 else:
                     decoded[i] = (_decode(data, name), "tensor")
             else:
                 decoded[i] = _to_chw(item, name, self.settings.do_convert_rgb)
         if jpegs:
-            on_device = _decode_jpegs([d for _, d in jpegs], self.device)
-            for (i, data), image in zip(jpegs, on_device or [None] * len(jpegs), strict=True):
-                # nvJPEG refused the batch (a corrupt JPEG, a format it lacks, a build without it): the CPU
-                # decoder takes each, and names the one at fault.
-                decoded[i] = (image if image is not None else _decode(data, _name(i, len(items))), "tensor")
+            on_device = _decode_jpegs([data for _, data, _ in jpegs], self.device)
+            for (i, data, orientation), image in zip(jpegs, on_device or [None] * len(jpegs), strict=True):
+                # nvJPEG's batch decode ignores the EXIF orientation: applied here, on the device. Where it refused
+                # the batch (a corrupt JPEG, a format it lacks, a build without it), the CPU decoder takes each
+                # and names the one at fault.
+                image = _orient(image, orientation) if image is not None else _decode(data, _name(i, len(items)))
+                decoded[i] = (image, "tensor")
         checked = []
         for i, (image, source) in enumerate(decoded):
             name = _name(i, len(items))
@@ -512,6 +515,8 @@ def _decode(data: bytes, name: str) -> torch.Tensor:
         raise ValueError(f"{_WHERE}: {name} decodes to {tuple(image.shape)}: animated images are not supported")
     if image.dtype != torch.uint8:
         raise TypeError(f"{_WHERE}: {name} decodes to {image.dtype} pixels (a 16-bit image); expected 8-bit")
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":  # torchvision orients JPEG and PNG only
+        image = _orient(image, _exif_orientation(data) or 1)
     return image
 
 
@@ -533,19 +538,35 @@ def _decode_with_pillow(data: bytes, name: str) -> torch.Tensor:
     return _pil_to_chw(image)
 
 
-def _upright_jpeg(data: bytes) -> bool:
-    """A JPEG whose EXIF orientation is 1 or absent: nvJPEG's batch decode ignores the tag, so a rotated one
-    goes to the CPU decoder, which applies it (as transformers' load_image does)."""
-    if not data.startswith(_JPEG_MAGIC):
-        return False
+def _exif_orientation(data: bytes) -> int | None:
+    """The EXIF orientation tag (1-8; 1 when absent), read from the header only; None where Pillow is missing
+    or cannot read the header (the image then goes to a decoder that applies it, or names the fault)."""
     try:
         from PIL import Image
     except ImportError:
-        return False
+        return None
     try:
-        return Image.open(io.BytesIO(data)).getexif().get(0x0112, 1) == 1  # the header only, no decode
-    except Exception:  # a corrupt header: the CPU decoder names the image
-        return False
+        orientation = Image.open(io.BytesIO(data)).getexif().get(0x0112, 1)
+    except Exception:
+        return None
+    return orientation if orientation in _ORIENT else 1  # out-of-range tags are ignored, as exif_transpose does
+
+
+# EXIF orientation -> the view that makes a [C, H, W] image upright (PIL.ImageOps.exif_transpose's methods).
+_ORIENT = {
+    1: lambda x: x,
+    2: lambda x: x.flip(-1),  # FLIP_LEFT_RIGHT
+    3: lambda x: x.flip(-2, -1),  # ROTATE_180
+    4: lambda x: x.flip(-2),  # FLIP_TOP_BOTTOM
+    5: lambda x: x.transpose(-2, -1),  # TRANSPOSE
+    6: lambda x: x.rot90(-1, (-2, -1)),  # ROTATE_270 (counterclockwise)
+    7: lambda x: x.transpose(-2, -1).flip(-2, -1),  # TRANSVERSE
+    8: lambda x: x.rot90(1, (-2, -1)),  # ROTATE_90
+}
+
+
+def _orient(image: torch.Tensor, orientation: int) -> torch.Tensor:
+    return _ORIENT[orientation](image)
 
 
 def _decode_jpegs(datas: list[bytes], device: torch.device) -> list[torch.Tensor] | None:

@@ -497,9 +497,13 @@ def test_cuda_equals_cpu_bit_for_bit(config, reference):
     for images in (photos, [encode(p, "PNG") for p in photos]):
         a, b = cpu(images), cuda(images)
         assert torch.equal(a["pixel_values"], b["pixel_values"].cpu())
-    jpegs = [encode(p, "JPEG", quality=90) for p in photos]
-    on_device = cuda(jpegs)["pixel_values"]
-    assert on_device.device.type == "cuda" and on_device.shape == cpu(jpegs)["pixel_values"].shape
+    # JPEGs (nvJPEG on the device, libjpeg on the host), upright or with an EXIF rotation nvJPEG ignores.
+    jpegs = [encode(p, "JPEG", quality=90) for p in photos] + [with_orientation(photos[3], "JPEG", 6, quality=90)]
+    a, b = cpu(jpegs), cuda(jpegs)
+    assert b["pixel_values"].device.type == "cuda" and b["pixel_values"].shape == a["pixel_values"].shape
+    if "image_grid_thw" in a:
+        assert torch.equal(a["image_grid_thw"], b["image_grid_thw"])
+    assert (a["pixel_values"] - b["pixel_values"].cpu()).abs().max() < 0.1  # decoders may differ by a level
 
 
 def test_read_only_array_is_taken_without_a_warning(recwarn):
@@ -563,3 +567,49 @@ def test_unimplemented_keys_are_refused():
         FusedImageProcessor.from_preprocessor_config({**CONFIGS["siglip-384"], "do_pad": True})
     with pytest.raises(ValueError, match="a Qwen-VL size needs shortest_edge and longest_edge, got 224"):
         FusedImageProcessor.from_preprocessor_config({"image_processor_type": "Qwen2VLImageProcessor", "size": 224})
+
+
+def with_orientation(hwc: np.ndarray, fmt: str, orientation: int, **options) -> bytes:
+    image = Image.fromarray(hwc)
+    exif = image.getexif()
+    exif[0x0112] = orientation
+    buffer = io.BytesIO()
+    image.save(buffer, fmt, exif=exif.tobytes(), **options)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("fmt,options", [("JPEG", {"quality": 95}), ("PNG", {}), ("WEBP", {"lossless": True})])
+def test_bytes_are_decoded_upright_as_load_image_does(fmt, options, monkeypatch):
+    """Every EXIF orientation, as transformers' load_image (PIL.ImageOps.exif_transpose) turns the image, with
+    torchvision's decoder (which orients JPEG and PNG but not WebP) and with Pillow's."""
+    from PIL import ImageOps
+
+    import fused_input_norm.processor as processor_module
+
+    processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu")
+    hwc = photo("rocket")[:120, :200]
+    datas = [with_orientation(hwc, fmt, o, **options) for o in range(1, 9)]
+    upright = [np.asarray(ImageOps.exif_transpose(Image.open(io.BytesIO(d))).convert("RGB")) for d in datas]
+    assert len({u.shape for u in upright}) == 2  # the tag does turn some
+    expected = processor(upright)
+    for decoder in ("torchvision", "pillow"):
+        if decoder == "pillow":
+            monkeypatch.setattr(processor_module, "_has_torchvision", lambda: False)
+        got = processor(datas)
+        assert torch.equal(got["image_grid_thw"], expected["image_grid_thw"]), decoder
+        assert torch.equal(got["pixel_values"], expected["pixel_values"]), decoder
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_orientation_views_are_pillows_transposes(orientation):
+    """The device-side orientation (applied after nvJPEG, which ignores the tag) against Pillow's own transposes."""
+    from PIL import ImageOps
+
+    from fused_input_norm.processor import _orient
+
+    hwc = np.random.default_rng(orientation).integers(0, 256, (7, 11, 3), dtype=np.uint8)
+    image = Image.fromarray(hwc)
+    image.getexif()[0x0112] = orientation
+    expected = np.asarray(ImageOps.exif_transpose(image))
+    got = _orient(torch.from_numpy(hwc).permute(2, 0, 1), orientation).permute(1, 2, 0).numpy()
+    assert np.array_equal(got, expected)
