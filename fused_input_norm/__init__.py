@@ -15,10 +15,10 @@ if os.environ.get("FUSED_INPUT_NORM_LIBRARY"):
     torch.ops.load_library(os.environ["FUSED_INPUT_NORM_LIBRARY"])
 else:
     from . import _C  # noqa: F401  (registers torch.ops.fused_input_norm.*)
+from .geometry import smart_resize
 from .module import FusedInputNorm
 from .ops import affine, affine_out, resample_plan, resize_affine_out
 from .processor import FusedImageProcessor
-from .resize import smart_resize
 
 __all__ = [
     "FusedImageProcessor",

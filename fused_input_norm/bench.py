@@ -50,7 +50,7 @@ import torch.nn.functional as F
 
 from .module import FusedInputNorm
 from .ops import affine, affine_out
-from .resize import smart_resize
+from .geometry import smart_resize
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]

@@ -1,18 +1,19 @@
 """FusedInputNorm: the vision encoder's input normalization as one fused op, safe to build anywhere."""
 
-import json
 import math
-import numbers
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import torch
 from torch import nn
 
+from . import config as configs
 from . import ops
-from .patchify import PATCH_CHANNEL_DIM, patch_views, resized_patch_plan
-from .resize import PlanCache, check_resample, check_size, resize_into
+from .checks import INPUT_DTYPES, check_visual_dtype, dtype_names, is_int, is_number, per_channel
+from .geometry import PATCH_CHANNEL_DIM
+from .patchify import patch_views, resized_patch_plan
+from .resize import PlanCache, check_resample, resize_arguments, resize_into
 
 # A config this close to (weight 1, bias 0) only casts: torch.allclose's default tolerances
 # (|w - 1| <= atol + rtol * 1, |b| <= atol), as vLLM decides it. Decided on plain Python floats, never on a
@@ -22,54 +23,6 @@ _IDENTITY_RTOL, _IDENTITY_ATOL = 1e-5, 1e-8
 Number = int | float
 Layout = Literal["pcl", "bchw"]
 LAYOUTS = ("pcl", "bchw")
-
-# What a preprocessor config means when it leaves a key out: the values nearly every Hugging Face image
-# processor class defaults to (transformers' BaseImageProcessor rescale_factor, IMAGENET_STANDARD_MEAN/STD).
-_CONFIG_DEFAULTS = {
-    "do_rescale": True,
-    "rescale_factor": 1 / 255,
-    "do_normalize": True,
-    "image_mean": [0.5, 0.5, 0.5],
-    "image_std": [0.5, 0.5, 0.5],
-}
-# Where a model directory keeps them, in the order vLLM's loader reads: transformers 5 saves one
-# processor_config.json nesting "image_processor"; older checkpoints have a flat preprocessor_config.json.
-_CONFIG_FILES = ("processor_config.json", "preprocessor_config.json")
-
-
-def _is_number(value: object) -> bool:
-    # Python and NumPy ints and floats; bool is a flag, not a number, here.
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _per_channel(name: str, value: Number | Sequence[Number] | torch.Tensor, channel: int) -> list[float]:
-    if isinstance(value, torch.Tensor):
-        if value.device.type != "cpu":
-            raise ValueError(
-                f"FusedInputNorm: {name} must be given on the CPU (a list, a float or a CPU tensor), "
-                f"got a tensor on {value.device}: reading it would synchronize the device"
-            )
-        if value.dtype == torch.bool or value.is_complex():
-            raise TypeError(f"FusedInputNorm: {name} must hold real numbers, got a {value.dtype} tensor")
-        value = value.flatten().tolist()
-    if not _is_number(value) and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
-        value = value.item()  # a 0-d NumPy array
-    if _is_number(value):
-        values = [float(value)] * channel
-    elif isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-        raise TypeError(
-            f"FusedInputNorm: {name} must be a number, a sequence of numbers or a CPU tensor, got {type(value).__name__}"
-        )
-    else:
-        for i, v in enumerate(value):
-            if not _is_number(v):
-                raise TypeError(f"FusedInputNorm: {name}[{i}] must be a number, got {type(v).__name__}")
-        values = [float(v) for v in value]
-    if len(values) != channel:
-        raise ValueError(f"FusedInputNorm: {name} must have one value per channel ({channel}), got {len(values)}")
-    if not all(math.isfinite(v) for v in values):
-        raise ValueError(f"FusedInputNorm: {name} must be finite, got {values}")
-    return values
 
 
 class FusedInputNorm(nn.Module):
@@ -121,18 +74,18 @@ class FusedInputNorm(nn.Module):
         active `torch.device` context, if any) with a non-blocking copy: no device synchronization.
         """
         super().__init__()
-        if not isinstance(channel, int) or isinstance(channel, bool):
+        if not is_int(channel):
             raise TypeError(f"FusedInputNorm: channel must be a positive int, got {type(channel).__name__}")
         if channel < 1:
             raise ValueError(f"FusedInputNorm: channel must be a positive int, got {channel!r}")
-        if not _is_number(rescale_factor):
+        if not is_number(rescale_factor):
             raise TypeError(f"FusedInputNorm: rescale_factor must be a number, got {type(rescale_factor).__name__}")
         if layout is not None and layout not in LAYOUTS:
             raise ValueError(f"FusedInputNorm: layout must be 'pcl', 'bchw' or None, got {layout!r}")
         if dtype != torch.float32:
             raise ValueError(f"FusedInputNorm: dtype must be torch.float32 (the op computes in float32), got {dtype}")
-        mean = _per_channel("image_mean", image_mean, channel)
-        std = _per_channel("image_std", image_std, channel)
+        mean = per_channel("FusedInputNorm", "image_mean", image_mean, channel)
+        std = per_channel("FusedInputNorm", "image_std", image_std, channel)
         rescale = float(rescale_factor)
         if not math.isfinite(rescale) or rescale <= 0:
             raise ValueError(f"FusedInputNorm: rescale_factor must be finite and > 0, got {rescale_factor!r}")
@@ -189,23 +142,15 @@ class FusedInputNorm(nn.Module):
         "image_processor" (transformers 5) is unwrapped, as vLLM's loader does.
 
         Honours do_rescale/rescale_factor and do_normalize/image_mean/image_std (lists or scalars); the
-        channel count is the length of image_mean (else image_std, else 3). Missing or null keys take
-        the usual transformers defaults (rescale by 1/255, normalize with mean = std = 0.5). A config that
-        neither rescales nor normalizes gives an identity module.
+        channel count is the length of image_mean (else image_std, else 3). Missing or null keys take the
+        defaults of the processor class the config names (config.DEFAULTS: CLIP's mean/std for Qwen-VL and
+        CLIP, 0.5 for SigLIP), and transformers' usual ones for any other (rescale by 1/255, normalize with
+        mean = std = 0.5), as FusedImageProcessor reads them. A config that neither rescales nor normalizes
+        gives an identity module.
         """
-        config = _image_processor_config(config)
-
-        def get(key):
-            value = config.get(key)
-            return _CONFIG_DEFAULTS[key] if value is None else value
-
-        mean, std = get("image_mean"), get("image_std")
-        sized = [v for v in (mean, std) if isinstance(v, Sequence | torch.Tensor)]
-        channel = len(sized[0]) if sized else 3
-        rescale = float(get("rescale_factor")) if get("do_rescale") else 1.0
-        if not get("do_normalize"):
-            mean, std = 0.0, 1.0
-        return cls(mean, std, rescale, channel, layout)
+        where = "FusedInputNorm.from_preprocessor_config"
+        norm = configs.normalization(configs.read(config, where), where)
+        return cls(norm.image_mean, norm.image_std, norm.rescale_factor, norm.channel, layout)
 
     def forward(
         self, pixel_values: torch.Tensor, visual_dtype: torch.dtype, *, channel_dim: int | None = None
@@ -261,7 +206,7 @@ class FusedInputNorm(nn.Module):
         images' device, rows in the processor's order; grid_thw an int64 CPU tensor [n_images, 3] taken
         from the shapes (no device sync). Qwen2-VL and Qwen2.5-VL: the defaults; Qwen3-VL: patch_size=16.
         """
-        _check_visual_dtype("FusedInputNorm.patchify", visual_dtype)
+        check_visual_dtype("FusedInputNorm.patchify", visual_dtype)
         if min_pixels is not None or max_pixels is not None:
             return self._patchify_resized(
                 images,
@@ -311,7 +256,7 @@ class FusedInputNorm(nn.Module):
         temporal, patch, _ = patches
         rows = [(h // patch) * (w // patch) for h, w in sizes]
         device = frames[0].device
-        weight, bias = self._resize_params(where, device)
+        weight, bias = self.affine_constants(device, where)
         pixel_values = torch.empty(
             sum(rows), self.channel * temporal * patch * patch, dtype=visual_dtype, device=device
         )
@@ -344,38 +289,11 @@ class FusedInputNorm(nn.Module):
         `out`: a tensor of that shape, dtype and device to write into (a slice of a batch's output) instead.
         """
         where = "FusedInputNorm.resize"
-        _check_visual_dtype(where, visual_dtype)
+        check_visual_dtype(where, visual_dtype)
         check_resample(where, resample, reference)
-        if not isinstance(images, torch.Tensor):
-            raise TypeError(f"{where}: images must be a torch.Tensor, got {type(images).__name__}")
-        if images.dtype != torch.uint8:
-            raise TypeError(f"{where}: images must be torch.uint8 (the references resample uint8), got {images.dtype}")
-        if channel_dim not in (-3, -1) or isinstance(channel_dim, bool):
-            raise ValueError(
-                f"{where}: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}"
-            )
-        if images.dim() not in (3, 4) or images.shape[channel_dim] != self.channel:
-            layout = "[C, H, W] or [B, C, H, W]" if channel_dim == -3 else "[H, W, C] or [B, H, W, C]"
-            raise ValueError(
-                f"{where}: images must be {layout} with C = {self.channel} (channel_dim={channel_dim}), "
-                f"got shape {tuple(images.shape)}"
-            )
-        x = images if images.dim() == 4 else images.unsqueeze(0)
-        if channel_dim == -1:
-            x = x.movedim(-1, -3)
-        if min(x.shape[-2:]) < 1:
-            raise ValueError(f"{where}: images must have H, W >= 1, got shape {tuple(images.shape)}")
-        size = check_size(where, "size", size, 2)
-        if min(size) < 1:
-            raise ValueError(f"{where}: size must be (height, width) >= 1, got {size}")
-        crop = (0, 0, *size) if crop is None else check_size(where, "crop", crop, 4)
-        top, left, height, width = crop
-        if top < 0 or left < 0 or height < 1 or width < 1 or top + height > size[0] or left + width > size[1]:
-            raise ValueError(
-                f"{where}: crop (top, left, height, width) = {crop} must lie inside the resized image of size {size}"
-            )
-        weight, bias = self._resize_params(where, x.device)
-        shape = (*images.shape[:-3], self.channel, height, width)
+        x, size, crop = resize_arguments(where, images, self.channel, size, crop, channel_dim)
+        weight, bias = self.affine_constants(x.device, where)
+        shape = (*images.shape[:-3], self.channel, *crop[2:])
         if out is None:
             out = torch.empty(shape, dtype=visual_dtype, device=x.device)
         elif not isinstance(out, torch.Tensor) or (out.shape, out.dtype, out.device, out.is_contiguous()) != (
@@ -389,21 +307,14 @@ class FusedInputNorm(nn.Module):
                 f"{where}: out must be a contiguous tensor of shape {shape}, dtype {visual_dtype} on {x.device}, "
                 f"got {got}"
             )
-        resize_into(
-            out.view(x.shape[0], self.channel, height, width),
-            x,
-            weight,
-            bias,
-            size,
-            crop,
-            resample,
-            reference,
-            self._plans,
-        )
+        resize_into(out.view(x.shape[0], *shape[-3:]), x, weight, bias, size, crop, resample, reference, self._plans)
         return out
 
-    def _resize_params(self, where: str, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """weight/bias for the resize kernels: the buffers, or (1, 0) for an identity module (exact casts)."""
+    def affine_constants(
+        self, device: torch.device, where: str = "FusedInputNorm"
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """float32 weight/bias on `device` for the kernels that write into a caller's output (resize_into): the
+        buffers (which must be on `device`), or (1, 0) for an identity module, whose kernels then only cast."""
         if not self.is_identity:
             self._check_device(where, "images are", device)
             return self.weight, self.bias
@@ -468,7 +379,7 @@ def channel_view(
 ) -> tuple[torch.Tensor, int]:
     """A view of `pixel_values` with its channels on one axis, and that axis: patches [P, C*K] -> [P, C, K]
     on axis 1, images as they are. Always a view (never a copy), so strided input reaches the op strided."""
-    if channel_dim is not None and (not isinstance(channel_dim, int) or isinstance(channel_dim, bool)):
+    if channel_dim is not None and not is_int(channel_dim):
         raise TypeError(f"FusedInputNorm: channel_dim must be an int or None, got {type(channel_dim).__name__}")
     shape = tuple(pixel_values.shape)
     patches = layout == "pcl" or (layout is None and pixel_values.dim() == 2)
@@ -526,38 +437,12 @@ def _check_forward_types(pixel_values: object, visual_dtype: object) -> None:
     # Named after the module's arguments: the op would report the same mistakes as `input` / `out_dtype`.
     if not isinstance(pixel_values, torch.Tensor):
         raise TypeError(f"FusedInputNorm: pixel_values must be a torch.Tensor, got {type(pixel_values).__name__}")
-    if pixel_values.dtype not in ops.INPUT_DTYPES:
+    if pixel_values.dtype not in INPUT_DTYPES:
         raise TypeError(
-            f"FusedInputNorm: pixel_values must have one of the dtypes {', '.join(map(str, ops.INPUT_DTYPES))}, "
+            f"FusedInputNorm: pixel_values must have one of the dtypes {dtype_names(INPUT_DTYPES)}, "
             f"got {pixel_values.dtype}"
         )
-    _check_visual_dtype("FusedInputNorm", visual_dtype)
-
-
-def _check_visual_dtype(where: str, visual_dtype: object) -> None:
-    if visual_dtype not in ops.OUTPUT_DTYPES:
-        raise TypeError(
-            f"{where}: visual_dtype must be one of {', '.join(map(str, ops.OUTPUT_DTYPES))}, got {visual_dtype!r}"
-        )
-
-
-def _image_processor_config(config: Mapping | str | os.PathLike) -> Mapping:
-    """The image processor's keys from a dict, a JSON file or a model directory (see from_preprocessor_config)."""
-    if not isinstance(config, Mapping):
-        if os.path.isdir(config):
-            found = [os.path.join(config, name) for name in _CONFIG_FILES if os.path.isfile(os.path.join(config, name))]
-            if not found:
-                raise FileNotFoundError(
-                    f"FusedInputNorm.from_preprocessor_config: directory {os.fspath(config)!r} has no "
-                    f"{' or '.join(_CONFIG_FILES)}"
-                )
-            candidates = [_image_processor_config(path) for path in found]
-            # A processor_config.json may describe only the tokenizer's side; then the flat file holds the keys.
-            return next((c for c in candidates if any(k in c for k in _CONFIG_DEFAULTS)), candidates[-1])
-        with open(config, encoding="utf-8") as f:
-            config = json.load(f)
-    nested = config.get("image_processor")
-    return nested if isinstance(nested, Mapping) else config
+    check_visual_dtype("FusedInputNorm", visual_dtype)
 
 
 def _to_device(values: list[float], device: torch.device) -> torch.Tensor:

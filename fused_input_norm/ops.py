@@ -15,14 +15,14 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-INPUT_DTYPES = (torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32)
-OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+from .checks import INPUT_DTYPES, OUTPUT_DTYPES, RESAMPLE_FILTERS, dtype_names, is_int
+from .geometry import MAX_SIDE
+
 # Looked up once: resolving torch.ops.<namespace>.<op>.default costs ~0.2 us on every call.
 _AFFINE = torch.ops.fused_input_norm.affine.default
 _AFFINE_OUT = torch.ops.fused_input_norm.affine_out.default
 _RESAMPLE_PLAN = torch.ops.fused_input_norm.resample_plan.default
 _RESIZE_AFFINE_OUT = torch.ops.fused_input_norm.resize_affine_out.default
-RESAMPLE_FILTERS = ("bilinear", "bicubic")
 
 
 def affine(input: Tensor, weight: Tensor, bias: Tensor, dim: int = 1, out_dtype: torch.dtype | None = None) -> Tensor:
@@ -78,7 +78,7 @@ def resize_affine_out(
     """Resamples the uint8 images `input` [B, C, H, W] to `size` (the plans of the axes that change, from
     resample_plan), crops (top, left, height, width), and writes `input * weight[c] + bias[c]` into `out`:
     [B, C, height, width], or Qwen-VL patch rows when `patches` = (temporal_patch_size, patch_size,
-    merge_size). `vertical_first` is the reference's pass order (fused_input_norm.resize.pass_order)."""
+    merge_size). `vertical_first` is the reference's pass order (fused_input_norm.resize.vertical_first)."""
     try:
         _RESIZE_AFFINE_OUT(
             out,
@@ -102,7 +102,7 @@ def _check_types(op: str, dim: object, **tensors: object) -> None:
     for name, value in tensors.items():
         if not isinstance(value, Tensor):
             raise TypeError(f"fused_input_norm.{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
-    if not isinstance(dim, int) or isinstance(dim, bool):
+    if not is_int(dim):
         raise TypeError(f"fused_input_norm.{op}: dim must be an int, got {type(dim).__name__}")
 
 
@@ -116,15 +116,11 @@ def _typed(error: RuntimeError) -> Exception:
     return _TAGGED_TYPES[tagged[1]](tagged[2]) if tagged else error
 
 
-def _names(dtypes) -> str:
-    return ", ".join(str(d) for d in dtypes)
-
-
 def _check_args(op: str, input: Tensor, weight: Tensor, bias: Tensor, dim: int) -> None:
     _check_types(op, input=input, weight=weight, bias=bias, dim=dim)
     if input.dtype not in INPUT_DTYPES:
         raise TypeError(
-            f"fused_input_norm.{op}: input must have one of the dtypes {_names(INPUT_DTYPES)}, got {input.dtype}"
+            f"fused_input_norm.{op}: input must have one of the dtypes {dtype_names(INPUT_DTYPES)}, got {input.dtype}"
         )
     if input.dim() < 1:
         raise ValueError(
@@ -162,7 +158,9 @@ def _affine_fake(input, weight, bias, dim=1, out_dtype=None):
     if out_dtype is None:
         out_dtype = input.dtype if input.dtype.is_floating_point else torch.float32
     elif out_dtype not in OUTPUT_DTYPES:
-        raise TypeError(f"fused_input_norm.affine: out_dtype must be one of {_names(OUTPUT_DTYPES)}, got {out_dtype}")
+        raise TypeError(
+            f"fused_input_norm.affine: out_dtype must be one of {dtype_names(OUTPUT_DTYPES)}, got {out_dtype}"
+        )
     return torch.empty(input.shape, dtype=out_dtype, device=input.device)
 
 
@@ -175,7 +173,7 @@ def _affine_out_fake(out, input, weight, bias, dim=1):
         )
     if out.dtype not in OUTPUT_DTYPES:
         raise TypeError(
-            f"fused_input_norm.affine_out: out must have one of the dtypes {_names(OUTPUT_DTYPES)}, got {out.dtype}"
+            f"fused_input_norm.affine_out: out must have one of the dtypes {dtype_names(OUTPUT_DTYPES)}, got {out.dtype}"
         )
     if out.shape != input.shape:
         raise ValueError(
@@ -221,13 +219,12 @@ def _shares_memory_partially(out: Tensor, input: Tensor) -> bool:
 
 
 _PLAN_OP = "fused_input_norm.resample_plan"
-_MAX_SIDE = 1 << 24  # the planner's doubles and int32 bounds stay exact below it
 
 
 @torch.library.register_fake("fused_input_norm::resample_plan")
 def _resample_plan_fake(in_size, out_size, resample="bicubic", reference="pil"):
     # The C++ planner's checks, in its order and words (resample.cpp).
-    if not (1 <= in_size < _MAX_SIDE and 1 <= out_size < _MAX_SIDE):
+    if not (1 <= in_size < MAX_SIDE and 1 <= out_size < MAX_SIDE):
         raise ValueError(f"{_PLAN_OP}: in_size and out_size must be in [1, 2^24), got {in_size} and {out_size}")
     if reference not in ("pil", "torchvision"):
         raise ValueError(f"{_PLAN_OP}: reference must be 'pil' or 'torchvision', got '{reference}'")
@@ -263,7 +260,7 @@ def _resize_affine_out_fake(
         raise ValueError(f"{_RESIZE_OP}: resample must be 'bilinear' or 'bicubic', got '{resample}'")
     if len(size) != 2 or size[0] < 1 or size[1] < 1:
         raise ValueError(f"{_RESIZE_OP}: size must be (height, width) >= 1, got {list(size)}")
-    if max(in_h, in_w, *size) >= _MAX_SIDE:
+    if max(in_h, in_w, *size) >= MAX_SIDE:
         raise ValueError(f"{_RESIZE_OP}: image sides must be below 2^24")
     for name, plan, n_in, n_out in (("row_plan", row_plan, in_h, size[0]), ("col_plan", col_plan, in_w, size[1])):
         if n_in != n_out and plan is None:
@@ -313,7 +310,7 @@ def _resize_affine_out_fake(
     if out.device != input.device:
         raise RuntimeError(f"{_RESIZE_OP}: out must be on input's device {input.device}, got {out.device}")
     if out.dtype not in OUTPUT_DTYPES:
-        raise TypeError(f"{_RESIZE_OP}: out must have one of the dtypes {_names(OUTPUT_DTYPES)}, got {out.dtype}")
+        raise TypeError(f"{_RESIZE_OP}: out must have one of the dtypes {dtype_names(OUTPUT_DTYPES)}, got {out.dtype}")
     if list(out.shape) != shape:
         raise ValueError(f"{_RESIZE_OP}: out must have shape {shape}, got {list(out.shape)}")
     if not out.is_contiguous():

@@ -1,23 +1,15 @@
-"""Qwen-VL patch rows as zero-copy views of the image: the index math behind FusedInputNorm.patchify.
-
-Hugging Face's Qwen2-VL image processor (also used by Qwen2.5-VL and Qwen3-VL) cuts a resized image
-[C, H, W] into rows [grid_t * grid_h * grid_w, C * T * P * P] (P: patch_size, T: temporal_patch_size,
-m: merge_size). Every element of a row is one pixel of the image, so the rows are a strided view of it:
-the frames [T, C, H, W] split as [grid_t, T, C, H/(P*m), m, P, W/(P*m), m, P] and permuted to
-[grid_t, H/(P*m), W/(P*m), m, m, C, T, P, P]. Written contiguously, that view is exactly the processor's
-`pixel_values`; a still image is its one frame repeated T times, which a stride-0 expand gives for free.
+"""FusedInputNorm.patchify's arguments checked and turned into the patch views (geometry.patch_view) and
+sizes its kernels write: one view per image, or one resized size per image, and grid_thw, from shapes alone.
 """
 
 from collections.abc import Sequence
 
 import torch
 
-from .ops import INPUT_DTYPES
-from .resize import smart_resize
+from .checks import INPUT_DTYPES, check_channel_dim, dtype_names, image_name, is_int, positive_int
+from .geometry import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, patch_view, smart_resize, split_temporal
 
-# The channel axis of a patch view ([grid_t, H/(P*m), W/(P*m), m, m, C, T, P, P]).
-PATCH_CHANNEL_DIM = 5
-_TO_PATCH_ORDER = (0, 3, 6, 4, 7, 2, 1, 5, 8)
+_WHERE = "FusedInputNorm.patchify"
 _LAYOUTS = {-3: ("[C, H, W]", "[T, C, H, W]"), -1: ("[H, W, C]", "[T, H, W, C]")}
 
 
@@ -38,16 +30,16 @@ def patch_views(
     images = _checked_images(images, patch_size, temporal_patch_size, merge_size, channel_dim)
     views, grids = [], []
     for i, image in enumerate(images):
-        name = f"images[{i}]" if len(images) > 1 else "images"
+        name = image_name(i, len(images))
         frames = _frames(image, name, channel, channel_dim)
         if frames.device != images[0].device:
             raise ValueError(
-                f"FusedInputNorm.patchify: every image must be on one device, got {images[0].device} (images[0]) "
+                f"{_WHERE}: every image must be on one device, got {images[0].device} (images[0]) "
                 f"and {frames.device} ({name})"
             )
         _check_spatial(frames, name, patch_size * merge_size)
-        for piece in _split_temporal(frames, temporal_patch_size):
-            views.append(_patch_view(piece, patch_size, temporal_patch_size, merge_size))
+        for piece in split_temporal(frames, temporal_patch_size):
+            views.append(patch_view(piece, patch_size, temporal_patch_size, merge_size))
         num_frames, _, height, width = frames.shape
         grids.append([-(-num_frames // temporal_patch_size), height // patch_size, width // patch_size])
     return views, torch.tensor(grids, dtype=torch.int64, device="cpu")
@@ -63,21 +55,13 @@ def _checked_images(
         ("temporal_patch_size", temporal_patch_size),
         ("merge_size", merge_size),
     ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"FusedInputNorm.patchify: {name} must be an int >= 1, got {value!r}")
-    if not isinstance(channel_dim, int) or isinstance(channel_dim, bool):
-        raise TypeError(f"FusedInputNorm.patchify: channel_dim must be -3 or -1, got {type(channel_dim).__name__}")
-    if channel_dim not in _LAYOUTS:
-        raise ValueError(
-            f"FusedInputNorm.patchify: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}"
-        )
+        positive_int(_WHERE, name, value)
+    check_channel_dim(_WHERE, channel_dim)
     if isinstance(images, torch.Tensor):
         images = [images]
     elif not isinstance(images, list | tuple) or len(images) == 0:
         got = images if isinstance(images, list | tuple) else type(images).__name__
-        raise ValueError(
-            f"FusedInputNorm.patchify: images must be a tensor or a non-empty list of tensors, got {got!r}"
-        )
+        raise ValueError(f"{_WHERE}: images must be a tensor or a non-empty list of tensors, got {got!r}")
 
     return list(images)
 
@@ -85,16 +69,13 @@ def _checked_images(
 def _frames(image: object, name: str, channel: int, channel_dim: int) -> torch.Tensor:
     """The image as a [T, C, H, W] view."""
     if not isinstance(image, torch.Tensor):
-        raise TypeError(f"FusedInputNorm.patchify: {name} must be a torch.Tensor, got {type(image).__name__}")
+        raise TypeError(f"{_WHERE}: {name} must be a torch.Tensor, got {type(image).__name__}")
     if image.dtype not in INPUT_DTYPES:
-        raise TypeError(
-            f"FusedInputNorm.patchify: {name} must have one of the dtypes {', '.join(map(str, INPUT_DTYPES))}, "
-            f"got {image.dtype}"
-        )
+        raise TypeError(f"{_WHERE}: {name} must have one of the dtypes {dtype_names(INPUT_DTYPES)}, got {image.dtype}")
     still, clip = _LAYOUTS[channel_dim]
     if image.dim() not in (3, 4):
         raise ValueError(
-            f"FusedInputNorm.patchify: {name} must be an image {still} or a clip {clip} (channel_dim={channel_dim}), "
+            f"{_WHERE}: {name} must be an image {still} or a clip {clip} (channel_dim={channel_dim}), "
             f"got shape {tuple(image.shape)}"
         )
     if image.shape[channel_dim] != channel:
@@ -104,11 +85,11 @@ def _frames(image: object, name: str, channel: int, channel_dim: int) -> torch.T
             else ""
         )
         raise ValueError(
-            f"FusedInputNorm.patchify: {name} has {image.shape[channel_dim]} channels on axis {channel_dim} "
+            f"{_WHERE}: {name} has {image.shape[channel_dim]} channels on axis {channel_dim} "
             f"(shape {tuple(image.shape)}, layout {clip if image.dim() == 4 else still}), expected {channel}{hint}"
         )
     if image.dim() == 4 and image.shape[0] == 0:
-        raise ValueError(f"FusedInputNorm.patchify: {name} is a clip {clip} with no frames, shape {tuple(image.shape)}")
+        raise ValueError(f"{_WHERE}: {name} is a clip {clip} with no frames, shape {tuple(image.shape)}")
     frames = image if image.dim() == 4 else image.unsqueeze(0)
     return frames.movedim(-1, -3) if channel_dim == -1 else frames
 
@@ -117,42 +98,9 @@ def _check_spatial(frames: torch.Tensor, name: str, multiple: int) -> None:
     height, width = frames.shape[-2:]
     if height == 0 or width == 0 or height % multiple or width % multiple:
         raise ValueError(
-            f"FusedInputNorm.patchify: {name} is {height}x{width} (HxW); both must be positive multiples of "
+            f"{_WHERE}: {name} is {height}x{width} (HxW); both must be positive multiples of "
             f"patch_size * merge_size = {multiple}: resize it first, as the processor's smart_resize does"
         )
-
-
-def _split_temporal(frames: torch.Tensor, temporal_patch_size: int) -> list[torch.Tensor]:
-    """The frames as [k * T, C, H, W] pieces whose temporal groups are complete, padding by the last frame.
-
-    A still image (one frame) and a clip one frame past a whole group end on a stride-0 expand of the
-    last frame: no copy. A last group with several real frames and padding after them is no strided view
-    of the clip, so it alone is gathered (a copy of T frames; never for temporal_patch_size 2).
-    """
-    whole, rest = divmod(frames.shape[0], temporal_patch_size)
-    pieces = [frames[: whole * temporal_patch_size]] if whole else []
-    if rest == 1:
-        pieces.append(frames[-1:].expand(temporal_patch_size, -1, -1, -1))
-    elif rest:
-        pad = frames[-1:].expand(temporal_patch_size - rest, -1, -1, -1)
-        pieces.append(torch.cat((frames[-rest:], pad)))
-    return pieces
-
-
-def _patch_view(frames: torch.Tensor, patch_size: int, temporal_patch_size: int, merge_size: int) -> torch.Tensor:
-    """[k * T, C, H, W] -> [k, H/(P*m), W/(P*m), m, m, C, T, P, P] with T = temporal_patch_size: no copy."""
-    _, channel, height, width = frames.shape
-    return frames.view(
-        -1,
-        temporal_patch_size,
-        channel,
-        height // (patch_size * merge_size),
-        merge_size,
-        patch_size,
-        width // (patch_size * merge_size),
-        merge_size,
-        patch_size,
-    ).permute(_TO_PATCH_ORDER)
 
 
 def resized_patch_plan(
@@ -169,47 +117,47 @@ def resized_patch_plan(
     images = _checked_images(images, patch, temporal, merge, channel_dim)
     factor = patch * merge
     bounds = {}
-    for name, value, default in (("min_pixels", min_pixels, 56 * 56), ("max_pixels", max_pixels, 28 * 28 * 1280)):
+    for name, value, default in (
+        ("min_pixels", min_pixels, QWEN_MIN_PIXELS),
+        ("max_pixels", max_pixels, QWEN_MAX_PIXELS),
+    ):
         if value is None:
             value = default
-        elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"FusedInputNorm.patchify: {name} must be an int >= 1 or None, got {value!r}")
+        elif not is_int(value) or value < 1:
+            raise ValueError(f"{_WHERE}: {name} must be an int >= 1 or None, got {value!r}")
         bounds[name] = value
     if bounds["max_pixels"] < factor * factor:
         raise ValueError(
-            f"FusedInputNorm.patchify: max_pixels = {bounds['max_pixels']} is below one merged patch "
+            f"{_WHERE}: max_pixels = {bounds['max_pixels']} is below one merged patch "
             f"((patch_size * merge_size)^2 = {factor * factor})"
         )
     if bounds["min_pixels"] > bounds["max_pixels"]:
-        raise ValueError(
-            f"FusedInputNorm.patchify: min_pixels = {bounds['min_pixels']} exceeds max_pixels = {bounds['max_pixels']}"
-        )
+        raise ValueError(f"{_WHERE}: min_pixels = {bounds['min_pixels']} exceeds max_pixels = {bounds['max_pixels']}")
     frames, sizes, grids = [], [], []
     for i, image in enumerate(images):
-        name = f"images[{i}]" if len(images) > 1 else "images"
+        name = image_name(i, len(images))
         if isinstance(image, torch.Tensor) and image.dtype != torch.uint8:
             raise TypeError(
-                f"FusedInputNorm.patchify: {name} must be torch.uint8 to be resized (min_pixels/max_pixels), got "
-                f"{image.dtype}"
+                f"{_WHERE}: {name} must be torch.uint8 to be resized (min_pixels/max_pixels), got {image.dtype}"
             )
         if isinstance(image, torch.Tensor) and image.dim() != 3:
             raise ValueError(
-                f"FusedInputNorm.patchify: {name} must be one image {_LAYOUTS[channel_dim][0]} to be resized "
+                f"{_WHERE}: {name} must be one image {_LAYOUTS[channel_dim][0]} to be resized "
                 f"(min_pixels/max_pixels), got shape {tuple(image.shape)}"
             )
         view = _frames(image, name, channel, channel_dim)
         if view.device != frames[0].device if frames else False:
             raise ValueError(
-                f"FusedInputNorm.patchify: every image must be on one device, got {frames[0].device} (images[0]) "
+                f"{_WHERE}: every image must be on one device, got {frames[0].device} (images[0]) "
                 f"and {view.device} ({name})"
             )
         height, width = view.shape[-2:]
         if height < 1 or width < 1:
-            raise ValueError(f"FusedInputNorm.patchify: {name} is empty, shape {tuple(image.shape)}")
+            raise ValueError(f"{_WHERE}: {name} is empty, shape {tuple(image.shape)}")
         try:
             size = smart_resize(height, width, factor, bounds["min_pixels"], bounds["max_pixels"])
         except ValueError as error:
-            raise ValueError(f"FusedInputNorm.patchify: {name} ({height}x{width}): {error}") from None
+            raise ValueError(f"{_WHERE}: {name} ({height}x{width}): {error}") from None
         frames.append(view)
         sizes.append(size)
         grids.append([1, size[0] // patch, size[1] // patch])

@@ -1,5 +1,6 @@
-"""Exact resizing of uint8 images, fused with the affine and the output layout: the Python side of
-FusedInputNorm.resize and of patchify's min_pixels/max_pixels.
+"""Exact resizing of uint8 images, fused with the affine and the output layout: the references and their pass
+order, the coefficient plans, and resize_into, which every resizing path (FusedInputNorm.resize, patchify's
+min_pixels/max_pixels, FusedImageProcessor) calls with its sizes already decided.
 
 Two references, both integer algorithms that the kernels reproduce bit for bit (resample_kernel.h):
   "pil"          PIL.Image.resize, as transformers' *Pil processors, qwen-vl-utils and most training
@@ -10,46 +11,17 @@ Two references, both integer algorithms that the kernels reproduce bit for bit (
                  i.e. torch's uint8 kernel: what transformers 5's default processors produce on the CPU.
 """
 
-import math
 from collections.abc import Sequence
 
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from . import ops
+from .checks import RESAMPLE_FILTERS, check_ints
+from .geometry import PATCH_CHANNEL_DIM, patch_view
 
 REFERENCES = ("pil", "pil-13", "pil-12.2", "pil-12.1", "torchvision")
 _NEWEST_PIL_RULE = "13"
-
-
-def smart_resize(
-    height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56, max_pixels: int = 28 * 28 * 1280
-) -> tuple[int, int]:
-    """transformers' Qwen2-VL smart_resize: the (height, width) nearest the image's that are multiples of
-    `factor`, with an area in [min_pixels, max_pixels] and the aspect ratio kept as well as that allows."""
-    if max(height, width) / min(height, width) > 200:
-        raise ValueError(
-            f"absolute aspect ratio must be smaller than 200, got {max(height, width) / min(height, width)}"
-        )
-    h_bar = round(height / factor) * factor
-    w_bar = round(width / factor) * factor
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((height * width) / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h_bar = math.ceil(height * beta / factor) * factor
-        w_bar = math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
-
-
-def shortest_edge_size(height: int, width: int, shortest_edge: int) -> tuple[int, int]:
-    """transformers' get_resize_output_image_size(size=shortest_edge, default_to_square=False), as CLIP's
-    processors resize: the short side to `shortest_edge`, the long side int(shortest_edge * long / short)."""
-    short, long = (width, height) if width <= height else (height, width)
-    new_short, new_long = shortest_edge, int(shortest_edge * long / short)
-    return (new_long, new_short) if width <= height else (new_short, new_long)
 
 
 def pil_rule(reference: str) -> str | None:
@@ -79,23 +51,49 @@ def vertical_first(rule: str | None, in_h: int, in_w: int, out_h: int, out_w: in
     return False
 
 
-def check_resample(where: str, resample: object, reference: object) -> None:
-    if resample not in ops.RESAMPLE_FILTERS:
-        raise ValueError(
-            f"{where}: resample must be one of {', '.join(map(repr, ops.RESAMPLE_FILTERS))}, got {resample!r}"
-        )
+def check_reference(where: str, reference: object) -> None:
     if reference not in REFERENCES:
         raise ValueError(f"{where}: reference must be one of {', '.join(map(repr, REFERENCES))}, got {reference!r}")
 
 
-def check_size(where: str, name: str, value: object, length: int) -> tuple[int, ...]:
-    if (
-        not isinstance(value, Sequence)
-        or len(value) != length
-        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    ):
-        raise ValueError(f"{where}: {name} must be a sequence of {length} ints, got {value!r}")
-    return tuple(value)
+def check_resample(where: str, resample: object, reference: object) -> None:
+    if resample not in RESAMPLE_FILTERS:
+        raise ValueError(f"{where}: resample must be one of {', '.join(map(repr, RESAMPLE_FILTERS))}, got {resample!r}")
+    check_reference(where, reference)
+
+
+def resize_arguments(
+    where: str, images: object, channel: int, size: object, crop: object, channel_dim: object
+) -> tuple[torch.Tensor, tuple[int, int], tuple[int, int, int, int]]:
+    """FusedInputNorm.resize's images, size and crop checked: the images as a [B, C, H, W] view, the size, and
+    the crop box (top, left, height, width) inside it (all of it when `crop` is None)."""
+    if not isinstance(images, torch.Tensor):
+        raise TypeError(f"{where}: images must be a torch.Tensor, got {type(images).__name__}")
+    if images.dtype != torch.uint8:
+        raise TypeError(f"{where}: images must be torch.uint8 (the references resample uint8), got {images.dtype}")
+    if channel_dim not in (-3, -1) or isinstance(channel_dim, bool):
+        raise ValueError(f"{where}: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}")
+    if images.dim() not in (3, 4) or images.shape[channel_dim] != channel:
+        layout = "[C, H, W] or [B, C, H, W]" if channel_dim == -3 else "[H, W, C] or [B, H, W, C]"
+        raise ValueError(
+            f"{where}: images must be {layout} with C = {channel} (channel_dim={channel_dim}), "
+            f"got shape {tuple(images.shape)}"
+        )
+    x = images if images.dim() == 4 else images.unsqueeze(0)
+    if channel_dim == -1:
+        x = x.movedim(-1, -3)
+    if min(x.shape[-2:]) < 1:
+        raise ValueError(f"{where}: images must have H, W >= 1, got shape {tuple(images.shape)}")
+    size = check_ints(where, "size", size, 2)
+    if min(size) < 1:
+        raise ValueError(f"{where}: size must be (height, width) >= 1, got {size}")
+    crop = (0, 0, *size) if crop is None else check_ints(where, "crop", crop, 4)
+    top, left, height, width = crop
+    if top < 0 or left < 0 or height < 1 or width < 1 or top + height > size[0] or left + width > size[1]:
+        raise ValueError(
+            f"{where}: crop (top, left, height, width) = {crop} must lie inside the resized image of size {size}"
+        )
+    return x, size, crop
 
 
 class PlanCache:
@@ -147,13 +145,11 @@ def resize_into(
         top, left, h, w = crop
         view = images[:, :, top : top + h, left : left + w]
         if patches:
-            from .patchify import PATCH_CHANNEL_DIM, _patch_view
-
             temporal, patch, merge = patches
             rows = out.shape[0] // view.shape[0]
             for b in range(view.shape[0]):
                 frames = view[b].unsqueeze(0).expand(temporal, -1, -1, -1)
-                pv = _patch_view(frames, patch, temporal, merge)
+                pv = patch_view(frames, patch, temporal, merge)
                 ops.affine_out(out[b * rows : (b + 1) * rows].view(pv.shape), pv, weight, bias, PATCH_CHANNEL_DIM)
         else:
             ops.affine_out(out, view, weight, bias, 1)

@@ -10,10 +10,10 @@ skimage_data = pytest.importorskip("skimage.data")
 
 
 def test_demo_without_torchvision(monkeypatch, capsys):
-    from fused_input_norm import demo, processor
+    from fused_input_norm import demo, images
 
     monkeypatch.setattr(demo, "has_torchvision", lambda: False)
-    monkeypatch.setattr(processor, "_has_torchvision", lambda: False)
+    monkeypatch.setattr(images, "has_torchvision", lambda: False)
     monkeypatch.setattr(demo, "photos", lambda: {"chelsea": np.ascontiguousarray(skimage_data.chelsea())})
     results = demo.main(["--device", "cpu", "--reps", "1", "--budget-s", "0", "--plot", "", "--models", "qwen2vl,clip"])
     out = capsys.readouterr().out

@@ -14,7 +14,8 @@ import torch
 from conftest import DEVICES, RecordOps, requires_cuda
 
 from fused_input_norm import FusedImageProcessor
-from fused_input_norm.processor import resolve_config
+from fused_input_norm import config as configs
+from fused_input_norm import images as intake
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test-only dependency, not installed")
 pytest.importorskip(
@@ -81,10 +82,21 @@ CONFIGS["siglip-crop"] |= {"crop_size": [224, 200]}
 CONFIGS["clip-unnormalized"] = {"image_processor_type": "CLIPImageProcessor", "do_normalize": False, "size": [256, 300]}
 # Qwen2.5-VL's checkpoints ship Qwen2-VL's config under their own processor class.
 CONFIGS["qwen2.5-vl"] = {**CONFIGS["qwen2-vl"], "processor_class": "Qwen2_5_VLProcessor"}
+# The transformers classes each config is for, written here, not taken from the code under test (which
+# reads the config's type itself): a config routed to the wrong kind must fail the parity tests.
+QWEN2_VL = (transformers.Qwen2VLImageProcessorPil, transformers.Qwen2VLImageProcessor)
+CLIP = (transformers.CLIPImageProcessorPil, transformers.CLIPImageProcessor)
+SIGLIP = (transformers.SiglipImageProcessorPil, transformers.SiglipImageProcessor)
 CLASSES = {
-    "qwen2_vl": (transformers.Qwen2VLImageProcessorPil, transformers.Qwen2VLImageProcessor),
-    "clip": (transformers.CLIPImageProcessorPil, transformers.CLIPImageProcessor),
-    "siglip": (transformers.SiglipImageProcessorPil, transformers.SiglipImageProcessor),
+    "qwen2-vl": QWEN2_VL,
+    "qwen3-vl": QWEN2_VL,
+    "qwen2-vl-defaults": QWEN2_VL,
+    "clip": CLIP,
+    "siglip-384": SIGLIP,
+    "siglip-bilinear": SIGLIP,
+    "siglip-crop": SIGLIP,
+    "clip-unnormalized": CLIP,
+    "qwen2.5-vl": QWEN2_VL,
 }
 REFERENCES = ["pil", "torchvision"]
 
@@ -93,10 +105,16 @@ def photo(name: str) -> np.ndarray:
     return np.ascontiguousarray(getattr(skimage_data, name)())
 
 
-def hf_processor(config: dict, reference: str):
-    """transformers' own processor from the same config: the Pil class for "pil", the default for "torchvision"."""
-    kind = resolve_config(config)[0].kind
-    pil_class, tv_class = CLASSES[kind]
+def resolve_config(config: dict) -> configs.ProcessorSettings:
+    return configs.resolve(config, "FusedImageProcessor")
+
+
+def hf_processor(config: dict, reference: str, classes: tuple | None = None):
+    """transformers' own processor from the same config: the Pil class for "pil", the default for "torchvision";
+    the classes are CLASSES' for one of CONFIGS, else given."""
+    if classes is None:
+        classes = CLASSES[next(name for name, c in CONFIGS.items() if c == config)]
+    pil_class, tv_class = classes
     keys = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
     return (pil_class if reference == "pil" else tv_class).from_dict(keys)
 
@@ -244,13 +262,11 @@ def test_rgba_is_composited_as_transformers_does(form, reference, record_propert
 
 def test_pillow_composite_is_pillows():
     """The integer formula against Pillow's alpha_composite itself, on every (color, alpha) pair."""
-    from fused_input_norm.processor import _to_rgb
-
     color, alpha = np.meshgrid(np.arange(256, dtype=np.uint8), np.arange(256, dtype=np.uint8))
     rgba = np.dstack([color, color[:, ::-1], color // 2, alpha])
     white = Image.new("RGBA", (256, 256), (255, 255, 255, 255))
     expected = np.asarray(Image.alpha_composite(white, Image.fromarray(rgba)).convert("RGB"))
-    got = _to_rgb(torch.from_numpy(rgba).permute(2, 0, 1), "pil", "pil").permute(1, 2, 0).numpy()
+    got = intake.to_rgb(torch.from_numpy(rgba).permute(2, 0, 1), "pil", "pil").permute(1, 2, 0).numpy()
     assert np.array_equal(got, expected)
 
 
@@ -282,7 +298,8 @@ def test_gray_and_palette_and_gray_alpha_match_transformers(reference, record_pr
 def test_resolved_config_equals_transformers_processor(config):
     """Every setting the processor acts on, as transformers resolves the same config (its class defaults
     filling what the config leaves out)."""
-    settings, constants = resolve_config(CONFIGS[config])
+    settings = resolve_config(CONFIGS[config])
+    norm = settings.normalization
     for reference in REFERENCES:
         hf = hf_processor(CONFIGS[config], reference)
         assert settings.do_resize == hf.do_resize and settings.do_convert_rgb == hf.do_convert_rgb
@@ -294,10 +311,11 @@ def test_resolved_config_equals_transformers_processor(config):
             assert settings.crop_size == (hf.crop_size.height, hf.crop_size.width)
         for key in ("patch_size", "temporal_patch_size", "merge_size"):
             assert getattr(settings, key) == getattr(hf, key, None)
-        for key in ("do_rescale", "rescale_factor", "do_normalize"):
-            assert constants[key] == getattr(hf, key)
-        assert list(constants["image_mean"]) == list(hf.image_mean)
-        assert list(constants["image_std"]) == list(hf.image_std)
+        assert norm.rescale_factor == (hf.rescale_factor if hf.do_rescale else 1.0)
+        if hf.do_normalize:
+            assert (list(norm.image_mean), list(norm.image_std)) == (list(hf.image_mean), list(hf.image_std))
+        else:
+            assert (norm.image_mean, norm.image_std) == (0.0, 1.0)
 
 
 def test_config_from_a_model_directory_and_a_file(tmp_path):
@@ -327,13 +345,13 @@ def test_type_spellings(spelling):
     config = {"processor_class": "Qwen2_5_VLProcessor"}
     if spelling:
         config["image_processor_type"] = spelling
-    assert resolve_config(config)[0].kind == "qwen2_vl"
+    assert resolve_config(config).kind == "qwen2_vl"
 
 
 def test_min_max_pixels_override_size_as_in_transformers():
     config = {"image_processor_type": "Qwen2VLImageProcessor", "size": {"shortest_edge": 1, "longest_edge": 2}}
     config |= {"min_pixels": 28 * 28 * 4, "max_pixels": 28 * 28 * 64}
-    settings, _ = resolve_config(config)
+    settings = resolve_config(config)
     hf = transformers.Qwen2VLImageProcessor.from_dict({k: v for k, v in config.items() if k != "image_processor_type"})
     assert settings.size == {"shortest_edge": hf.size.shortest_edge, "longest_edge": hf.size.longest_edge}
     assert settings.size == {"shortest_edge": 28 * 28 * 4, "longest_edge": 28 * 28 * 64}
@@ -518,8 +536,6 @@ def test_read_only_array_is_taken_without_a_warning(recwarn):
 def test_without_torchvision_pillow_decodes_the_same_pixels(monkeypatch):
     """PyPI's CPU-only torch has no torchvision beside it: there Pillow decodes the bytes, to the same pixels
     (PNG is lossless; JPEG through the same libjpeg-turbo here) and the same errors."""
-    import fused_input_norm.processor as processor_module
-
     processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu")
     rgba = Image.fromarray(rgba_photo())
     images = [
@@ -530,7 +546,7 @@ def test_without_torchvision_pillow_decodes_the_same_pixels(monkeypatch):
         encode(rgba_photo(), "WEBP", lossless=True),
     ]
     with_torchvision = processor(images)
-    monkeypatch.setattr(processor_module, "_has_torchvision", lambda: False)
+    monkeypatch.setattr(intake, "has_torchvision", lambda: False)
     with_pillow = processor(images)
     assert torch.equal(with_pillow["pixel_values"], with_torchvision["pixel_values"])
     assert torch.equal(with_pillow["image_grid_thw"], with_torchvision["image_grid_thw"])
@@ -558,7 +574,7 @@ def test_pil_transparency_without_convert_rgb_is_taken_as_stored(record_property
     image = Image.fromarray(photo("coffee"))
     image.info["transparency"] = (0, 0, 0)
     processor = FusedImageProcessor.from_preprocessor_config(config, device="cpu")
-    expected = hf_processor(config, "pil")(image, return_tensors="pt")
+    expected = hf_processor(config, "pil", SIGLIP)(image, return_tensors="pt")
     assert_matches(processor(image), expected, record_property, "RGB + transparency key, convert off")
 
 
@@ -584,8 +600,6 @@ def test_bytes_are_decoded_upright_as_load_image_does(fmt, options, monkeypatch)
     torchvision's decoder (which orients JPEG and PNG but not WebP) and with Pillow's."""
     from PIL import ImageOps
 
-    import fused_input_norm.processor as processor_module
-
     processor = FusedImageProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cpu")
     hwc = photo("rocket")[:120, :200]
     datas = [with_orientation(hwc, fmt, o, **options) for o in range(1, 9)]
@@ -594,7 +608,7 @@ def test_bytes_are_decoded_upright_as_load_image_does(fmt, options, monkeypatch)
     expected = processor(upright)
     for decoder in ("torchvision", "pillow"):
         if decoder == "pillow":
-            monkeypatch.setattr(processor_module, "_has_torchvision", lambda: False)
+            monkeypatch.setattr(intake, "has_torchvision", lambda: False)
         got = processor(datas)
         assert torch.equal(got["image_grid_thw"], expected["image_grid_thw"]), decoder
         assert torch.equal(got["pixel_values"], expected["pixel_values"]), decoder
@@ -605,11 +619,9 @@ def test_orientation_views_are_pillows_transposes(orientation):
     """The device-side orientation (applied after nvJPEG, which ignores the tag) against Pillow's own transposes."""
     from PIL import ImageOps
 
-    from fused_input_norm.processor import _orient
-
     hwc = np.random.default_rng(orientation).integers(0, 256, (7, 11, 3), dtype=np.uint8)
     image = Image.fromarray(hwc)
     image.getexif()[0x0112] = orientation
     expected = np.asarray(ImageOps.exif_transpose(image))
-    got = _orient(torch.from_numpy(hwc).permute(2, 0, 1), orientation).permute(1, 2, 0).numpy()
+    got = intake.orient(torch.from_numpy(hwc).permute(2, 0, 1), orientation).permute(1, 2, 0).numpy()
     assert np.array_equal(got, expected)

@@ -1,0 +1,93 @@
+"""The argument checks every layer shares, and the dtypes and filters the ops accept.
+
+Each check raises before any kernel runs, with the caller's name (`where`) and the argument's, so a
+mistake reads as the user's call, not as an op deep inside it. Imports nothing from the package.
+"""
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping, Sequence
+
+import torch
+
+INPUT_DTYPES = (torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32)
+OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+RESAMPLE_FILTERS = ("bilinear", "bicubic")
+CHANNEL_DIMS = (-3, -1)  # channels first ([..., C, H, W]) or last ([..., H, W, C])
+
+
+def is_int(value: object) -> bool:
+    """A Python int; bool is a flag, not a count, here."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> bool:
+    """Python and NumPy ints and floats; bool is a flag, not a number, here."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def image_name(i: int, count: int) -> str:
+    """How an error names the i-th of `count` images: as the user's argument."""
+    return f"images[{i}]" if count > 1 else "images"
+
+
+def positive_int(where: str, name: str, value: object) -> int:
+    if not is_int(value) or value < 1:
+        raise ValueError(f"{where}: {name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def dtype_names(dtypes: Iterable[torch.dtype]) -> str:
+    return ", ".join(str(d) for d in dtypes)
+
+
+def check_visual_dtype(where: str, visual_dtype: object) -> None:
+    if visual_dtype not in OUTPUT_DTYPES:
+        raise TypeError(f"{where}: visual_dtype must be one of {dtype_names(OUTPUT_DTYPES)}, got {visual_dtype!r}")
+
+
+def check_channel_dim(where: str, channel_dim: object) -> int:
+    if not is_int(channel_dim):
+        raise TypeError(f"{where}: channel_dim must be -3 or -1, got {type(channel_dim).__name__}")
+    if channel_dim not in CHANNEL_DIMS:
+        raise ValueError(f"{where}: channel_dim must be -3 (channels first) or -1 (channels last), got {channel_dim!r}")
+    return channel_dim
+
+
+def check_ints(where: str, name: str, value: object, length: int) -> tuple[int, ...]:
+    """A sequence of `length` ints, as a tuple."""
+    if not isinstance(value, Sequence) or len(value) != length or not all(is_int(v) for v in value):
+        raise ValueError(f"{where}: {name} must be a sequence of {length} ints, got {value!r}")
+    return tuple(value)
+
+
+def per_channel(where: str, name: str, value: object, channel: int) -> list[float]:
+    """One finite float per channel from a number, a sequence of numbers, a 0-d NumPy array or a CPU tensor
+    (a device tensor is refused: reading it would synchronize the device)."""
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "cpu":
+            raise ValueError(
+                f"{where}: {name} must be given on the CPU (a list, a float or a CPU tensor), "
+                f"got a tensor on {value.device}: reading it would synchronize the device"
+            )
+        if value.dtype == torch.bool or value.is_complex():
+            raise TypeError(f"{where}: {name} must hold real numbers, got a {value.dtype} tensor")
+        value = value.flatten().tolist()
+    if not is_number(value) and getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        value = value.item()  # a 0-d NumPy array
+    if is_number(value):
+        values = [float(value)] * channel
+    elif isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise TypeError(
+            f"{where}: {name} must be a number, a sequence of numbers or a CPU tensor, got {type(value).__name__}"
+        )
+    else:
+        for i, v in enumerate(value):
+            if not is_number(v):
+                raise TypeError(f"{where}: {name}[{i}] must be a number, got {type(v).__name__}")
+        values = [float(v) for v in value]
+    if len(values) != channel:
+        raise ValueError(f"{where}: {name} must have one value per channel ({channel}), got {len(values)}")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"{where}: {name} must be finite, got {values}")
+    return values

@@ -1,0 +1,256 @@
+"""Hugging Face image processor configs: read from a model directory, a JSON file or a dict, and resolved
+against ONE table of transformers' class defaults, for every reader (FusedInputNorm.from_preprocessor_config
+and FusedImageProcessor.from_preprocessor_config alike).
+"""
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+
+from .checks import is_int, positive_int
+from .geometry import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
+
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]  # OPENAI_CLIP_MEAN, also Qwen-VL's
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+STANDARD_MEAN = [0.5, 0.5, 0.5]  # IMAGENET_STANDARD_MEAN / _STD, SigLIP's
+STANDARD_STD = [0.5, 0.5, 0.5]
+
+# Where a model directory keeps the keys, in the order vLLM's loader reads: transformers 5 saves one
+# processor_config.json nesting "image_processor"; older checkpoints have a flat preprocessor_config.json.
+CONFIG_FILES = ("processor_config.json", "preprocessor_config.json")
+NORMALIZE_KEYS = ("do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std")
+# PIL.Image.Resampling's values, as configs store them; the kernels implement two of them.
+RESAMPLE_CODES = {2: "bilinear", 3: "bicubic"}
+_UNIMPLEMENTED_RESAMPLE = {0: "nearest", 1: "lanczos", 4: "box", 5: "hamming"}
+
+# transformers 5's class defaults: what a config that leaves a key out (or sets it to null) means.
+_NORMALIZE_DEFAULTS = {
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": STANDARD_MEAN,
+    "image_std": STANDARD_STD,
+}
+_COMMON = {
+    **_NORMALIZE_DEFAULTS,
+    "do_resize": True,
+    "resample": 3,
+    "do_convert_rgb": True,
+    "do_center_crop": False,
+    "crop_size": None,
+}
+DEFAULTS = {
+    # Any other processor type: BaseImageProcessor's rescale and the standard mean/std most classes default to
+    # (only FusedInputNorm reads these; FusedImageProcessor refuses a type it does not implement).
+    None: _NORMALIZE_DEFAULTS,
+    "qwen2_vl": {
+        **_COMMON,
+        "size": {"shortest_edge": QWEN_MIN_PIXELS, "longest_edge": QWEN_MAX_PIXELS},
+        "image_mean": CLIP_MEAN,
+        "image_std": CLIP_STD,
+        "patch_size": 14,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+    },
+    "clip": {
+        **_COMMON,
+        "size": {"shortest_edge": 224},
+        "do_center_crop": True,
+        "crop_size": {"height": 224, "width": 224},
+        "image_mean": CLIP_MEAN,
+        "image_std": CLIP_STD,
+    },
+    "siglip": {**_COMMON, "size": {"height": 224, "width": 224}},
+}
+# image_processor_type (its Fast and Pil spellings too) -> kind. Qwen2.5-VL and Qwen3-VL checkpoints configure
+# Qwen2VLImageProcessor(Fast); processor_class is the fallback for configs that name only that.
+TYPES = {"Qwen2VLImageProcessor": "qwen2_vl", "CLIPImageProcessor": "clip", "SiglipImageProcessor": "siglip"}
+PROCESSOR_CLASSES = {
+    "Qwen2VLProcessor": "qwen2_vl",
+    "Qwen2_5_VLProcessor": "qwen2_vl",
+    "Qwen3VLProcessor": "qwen2_vl",
+    "CLIPProcessor": "clip",
+    "SiglipProcessor": "siglip",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Normalization:
+    """The affine a config asks for, before folding: y = (x * rescale_factor - mean) / std."""
+
+    image_mean: object  # a number or one per channel, as the config gives them
+    image_std: object
+    rescale_factor: float  # 1.0 without do_rescale
+    channel: int  # the length of image_mean (else image_std, else 3)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessorSettings:
+    """A config resolved against its processor's defaults: what the processor will do, key by key."""
+
+    kind: str  # "qwen2_vl", "clip" or "siglip"
+    do_resize: bool
+    size: dict  # {"shortest_edge", "longest_edge"} (Qwen: min/max pixels), {"shortest_edge"} or {"height", "width"}
+    resample: str
+    do_center_crop: bool
+    crop_size: tuple[int, int] | None
+    do_convert_rgb: bool
+    patch_size: int | None
+    temporal_patch_size: int | None
+    merge_size: int | None
+    normalization: Normalization
+
+
+def read(config: Mapping | str | os.PathLike, where: str) -> Mapping:
+    """The image processor's keys from a dict, a JSON file or a model directory. A processor config that nests
+    them under "image_processor" (transformers 5) is unwrapped, as vLLM's loader does."""
+    if not isinstance(config, Mapping):
+        if os.path.isdir(config):
+            found = [os.path.join(config, name) for name in CONFIG_FILES if os.path.isfile(os.path.join(config, name))]
+            if not found:
+                raise FileNotFoundError(f"{where}: directory {os.fspath(config)!r} has no {' or '.join(CONFIG_FILES)}")
+            candidates = [read(path, where) for path in found]
+            # A processor_config.json may describe only the tokenizer's side; then the flat file holds the keys.
+            return next((c for c in candidates if any(k in c for k in NORMALIZE_KEYS)), candidates[-1])
+        with open(config, encoding="utf-8") as f:
+            config = json.load(f)
+    nested = config.get("image_processor")
+    return nested if isinstance(nested, Mapping) else config
+
+
+def kind_of(config: Mapping) -> str | None:
+    """ "qwen2_vl", "clip" or "siglip" from image_processor_type (or an older checkpoint's feature_extractor_type,
+    as AutoImageProcessor maps it, or processor_class); None for any other processor."""
+    name = config.get("image_processor_type")
+    if name is None and isinstance(config.get("feature_extractor_type"), str):
+        name = config["feature_extractor_type"].replace("FeatureExtractor", "ImageProcessor")
+    if isinstance(name, str):
+        return TYPES.get(name.removesuffix("Fast").removesuffix("Pil"))
+    if name is None:
+        return PROCESSOR_CLASSES.get(config.get("processor_class"))
+    return None
+
+
+def _getter(config: Mapping, kind: str | None, where: str):
+    defaults = DEFAULTS[kind]
+
+    def get(key):
+        value = config.get(key)
+        value = defaults[key] if value is None else value
+        if key.startswith("do_") and not isinstance(value, bool):
+            raise ValueError(f"{where}: {key} must be true or false, got {value!r}")
+        return value
+
+    return get
+
+
+def normalization(config: Mapping, where: str) -> Normalization:
+    """The rescale and normalize of any image processor config, its class's defaults filling what it omits."""
+    get = _getter(config, kind_of(config), where)
+    mean, std = get("image_mean"), get("image_std")
+    sized = [v for v in (mean, std) if hasattr(v, "__len__") and not isinstance(v, str | bytes | Mapping)]
+    channel = len(sized[0]) if sized else 3
+    rescale = float(get("rescale_factor")) if get("do_rescale") else 1.0
+    if not get("do_normalize"):
+        mean, std = 0.0, 1.0
+    return Normalization(mean, std, rescale, channel)
+
+
+def resolve(config: Mapping, where: str) -> ProcessorSettings:
+    """Everything a supported processor does with this config; an unsupported type or a contradiction refused."""
+    kind = kind_of(config)
+    if kind is None:
+        supported = ", ".join(f"{t}(Fast/Pil)" for t in TYPES)
+        name = config.get("image_processor_type")
+        got = (
+            name if name is not None else f"no image_processor_type (processor_class {config.get('processor_class')!r})"
+        )
+        raise ValueError(f"{where}: unsupported image processor {got!r}; supported: {supported}")
+    get = _getter(config, kind, where)
+    if config.get("do_pad"):
+        raise ValueError(f"{where}: do_pad is not implemented (the supported processors do not pad by default)")
+    resample = _resample(get("resample"), where)
+    size = _size(kind, config, where)
+    crop = None
+    if get("do_center_crop"):
+        crop = _crop_size(get("crop_size"), where)
+        fits = (
+            max(crop) <= size["shortest_edge"]
+            if "shortest_edge" in size
+            else crop[0] <= size["height"] and crop[1] <= size["width"]
+        )
+        if get("do_resize") and not fits:
+            raise ValueError(
+                f"{where}: crop_size {crop[0]}x{crop[1]} is larger than the resize gives (size {size}): the config "
+                f"contradicts itself"
+            )
+    patches = {}
+    if kind == "qwen2_vl":
+        for key in ("patch_size", "temporal_patch_size", "merge_size"):
+            patches[key] = positive_int(where, key, get(key))
+    return ProcessorSettings(
+        kind=kind,
+        do_resize=get("do_resize"),
+        size=size,
+        resample=resample,
+        do_center_crop=get("do_center_crop"),
+        crop_size=crop,
+        do_convert_rgb=get("do_convert_rgb"),
+        patch_size=patches.get("patch_size"),
+        temporal_patch_size=patches.get("temporal_patch_size"),
+        merge_size=patches.get("merge_size"),
+        normalization=normalization(config, where),
+    )
+
+
+def _resample(value: object, where: str) -> str:
+    code = getattr(value, "value", value)  # a PIL.Image.Resampling member
+    if is_int(code) and code in RESAMPLE_CODES:
+        return RESAMPLE_CODES[code]
+    if isinstance(value, str) and value.lower() in RESAMPLE_CODES.values():
+        return value.lower()
+    supported = ", ".join(f"{c} ({n})" for c, n in RESAMPLE_CODES.items())
+    known = f" ({_UNIMPLEMENTED_RESAMPLE[code]})" if code in _UNIMPLEMENTED_RESAMPLE else ""
+    raise ValueError(f"{where}: resample {value!r}{known} is not implemented; supported: {supported}")
+
+
+def _size(kind: str, config: Mapping, where: str) -> dict:
+    size = config.get("size")
+    if kind == "qwen2_vl":
+        # transformers' Qwen2VLImageProcessor.__init__: min_pixels / max_pixels override size's edges.
+        if size is not None and not isinstance(size, Mapping):
+            raise ValueError(f"{where}: a Qwen-VL size needs shortest_edge and longest_edge, got {size!r}")
+        size = dict(DEFAULTS[kind]["size"] if size is None else size)
+        for key, edge in (("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")):
+            if config.get(key) is not None:
+                size[edge] = config[key]
+        if set(size) - {"min_pixels", "max_pixels"} != {"shortest_edge", "longest_edge"}:
+            raise ValueError(f"{where}: a Qwen-VL size needs shortest_edge and longest_edge, got {size}")
+        low = positive_int(where, "size['shortest_edge'] (min_pixels)", size["shortest_edge"])
+        high = positive_int(where, "size['longest_edge'] (max_pixels)", size["longest_edge"])
+        if low > high:
+            raise ValueError(f"{where}: min_pixels ({low}) > max_pixels ({high}): the config contradicts itself")
+        return {"shortest_edge": low, "longest_edge": high}
+    if size is None:
+        return dict(DEFAULTS[kind]["size"])
+    if is_int(size):
+        # transformers 5 reads a bare int as the shortest edge (default_to_square is False for both).
+        size = {"shortest_edge": size}
+    elif isinstance(size, list | tuple) and len(size) == 2:  # get_size_dict: (height, width)
+        size = {"height": size[0], "width": size[1]}
+    if isinstance(size, Mapping) and set(size) == {"shortest_edge"}:
+        return {"shortest_edge": positive_int(where, "size['shortest_edge']", size["shortest_edge"])}
+    if isinstance(size, Mapping) and set(size) == {"height", "width"}:
+        return {k: positive_int(where, f"size[{k!r}]", size[k]) for k in ("height", "width")}
+    raise ValueError(f"{where}: size must be {{'shortest_edge'}} or {{'height', 'width'}}, got {size!r}")
+
+
+def _crop_size(value: object, where: str) -> tuple[int, int]:
+    if is_int(value):
+        value = {"height": value, "width": value}
+    elif isinstance(value, list | tuple) and len(value) == 2:
+        value = {"height": value[0], "width": value[1]}
+    if not isinstance(value, Mapping) or set(value) != {"height", "width"}:
+        raise ValueError(f"{where}: crop_size must be an int or {{'height', 'width'}}, got {value!r}")
+    return tuple(positive_int(where, f"crop_size[{k!r}]", value[k]) for k in ("height", "width"))

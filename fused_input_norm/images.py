@@ -1,0 +1,270 @@
+"""Image intake: every form a user hands a processor, as uint8 [C, H, W] pixels on the device.
+
+PIL images (pixels as stored), uint8 NumPy arrays and tensors (CHW/HWC inferred as transformers infers
+it), nested lists and 4-D batches flattened as transformers flattens them, and encoded bytes decoded
+upright (torchvision's decoders; nvJPEG on CUDA, in one batched call; Pillow where torchvision is not
+installed). Then transformers' convert_to_rgb, on the device, as it does for each input type.
+"""
+
+import importlib.util
+import io
+import warnings
+from typing import Any
+
+import torch
+
+from .checks import image_name
+
+_JPEG_MAGIC = b"\xff\xd8\xff"
+
+
+def as_list(images: Any, where: str) -> list:
+    """A flat list of images, as transformers' make_flat_list_of_images makes one: a list, a list of lists or
+    of 4-D batches, or a 4-D batch."""
+    if getattr(images, "ndim", None) == 4:  # a batch [B, ...] as transformers takes it
+        images = list(images)
+    elif isinstance(images, list | tuple):
+        images = [
+            image
+            for item in images
+            for image in (item if isinstance(item, list | tuple) or getattr(item, "ndim", None) == 4 else [item])
+        ]
+    else:
+        images = [images]
+    if not images:
+        raise ValueError(f"{where}: images holds no image")
+    return images
+
+
+def decode_all(
+    items: list, device: torch.device, convert_rgb: bool, channel: int, where: str
+) -> list[tuple[torch.Tensor, str]]:
+    """Each item as (uint8 [C, H, W], its alpha source: "pil" or "tensor"), not yet on the device (nvJPEG's
+    already are). Bytes are decoded upright; the channel count is checked (1-4 to be converted to RGB, else
+    `channel`), naming the item."""
+    decoded = [None] * len(items)
+    jpegs = []  # (index, bytes, orientation): decoded on the device in one nvJPEG call
+    for i, item in enumerate(items):
+        name = image_name(i, len(items))
+        if isinstance(item, bytes | bytearray | memoryview):
+            data = bytes(item)
+            orientation = exif_orientation(data) if data.startswith(_JPEG_MAGIC) else None
+            if device.type == "cuda" and orientation is not None and has_torchvision():
+                jpegs.append((i, data, orientation))
+            else:
+                decoded[i] = (decode(data, name, where), "tensor")
+        else:
+            decoded[i] = _to_chw(item, name, convert_rgb, where)
+    if jpegs:
+        on_device = _decode_jpegs([data for _, data, _ in jpegs], device)
+        for (i, data, orientation), image in zip(jpegs, on_device or [None] * len(jpegs), strict=True):
+            # nvJPEG's batch decode ignores the EXIF orientation: applied here, on the device. Where it refused the
+            # batch (a corrupt JPEG, a format it lacks, a build without it), the CPU decoder takes each and names
+            # the one at fault.
+            image = orient(image, orientation) if image is not None else decode(data, image_name(i, len(items)), where)
+            decoded[i] = (image, "tensor")
+    for i, (image, _) in enumerate(decoded):
+        name = image_name(i, len(items))
+        channels, height, width = image.shape
+        if height < 1 or width < 1:
+            raise ValueError(f"{where}: {name} is empty (shape {tuple(image.shape)})")
+        allowed = (1, 2, 3, 4) if convert_rgb else (channel,)
+        if channels not in allowed:
+            what = "1 (gray), 3 (RGB) or 4 (RGBA)" if convert_rgb else str(channel)
+            raise ValueError(
+                f"{where}: {name} has {channels} channels (shape {tuple(image.shape)}), expected {what}"
+                + ("" if convert_rgb else " (do_convert_rgb is off)")
+            )
+    return decoded
+
+
+def to_device_rgb(
+    image: torch.Tensor, source: str, device: torch.device, convert_rgb: bool, reference: str
+) -> torch.Tensor:
+    """The image on `device`, RGB-converted there when `convert_rgb`."""
+    # Non-blocking only host to GPU (stream-ordered before the kernels); a copy to the host must land before
+    # the CPU kernels read it.
+    image = image.to(device, non_blocking=image.device.type == "cpu")
+    return to_rgb(image, source, reference) if convert_rgb else image
+
+
+def _to_chw(item: Any, name: str, convert_rgb: bool, where: str) -> tuple[torch.Tensor, str]:
+    """A PIL image, array or tensor as uint8 [C, H, W] (a view where possible) and how it composites alpha."""
+    if _is_pil(item):
+        return pil_to_chw(item, convert_rgb), "pil"
+    if type(item).__module__ == "numpy" and hasattr(item, "dtype"):
+        import numpy as np
+
+        if item.dtype != np.uint8:
+            raise TypeError(f"{where}: {name} must be uint8 pixels, got a NumPy array of {item.dtype}")
+        item = _from_numpy(np.ascontiguousarray(item) if item.strides and min(item.strides) < 0 else item)
+    elif not isinstance(item, torch.Tensor):
+        raise TypeError(
+            f"{where}: {name} is a {type(item).__name__}; expected a PIL.Image, a uint8 NumPy array or tensor, "
+            f"or encoded image bytes"
+        )
+    if item.dtype != torch.uint8:
+        raise TypeError(f"{where}: {name} must be uint8 pixels, got a tensor of {item.dtype}")
+    if item.dim() == 2:
+        return item.unsqueeze(0), "tensor"
+    if item.dim() != 3:
+        raise ValueError(f"{where}: {name} must be [H, W], [C, H, W] or [H, W, C], got shape {tuple(item.shape)}")
+    # transformers' infer_channel_dimension_format with 1, 3 or 4 channels: first axis if it fits, else last.
+    if item.shape[0] in (1, 3, 4):
+        return item, "tensor"
+    if item.shape[-1] in (1, 3, 4):
+        return item.permute(2, 0, 1), "tensor"
+    raise ValueError(
+        f"{where}: {name} of shape {tuple(item.shape)} has no channel axis of 1, 3 or 4 first or last "
+        f"(expected [C, H, W] or [H, W, C])"
+    )
+
+
+def _is_pil(item: Any) -> bool:
+    try:
+        from PIL import Image
+    except ImportError:
+        return False
+    return isinstance(item, Image.Image)
+
+
+def pil_to_chw(image, convert_rgb: bool = True) -> torch.Tensor:
+    """A PIL image's pixels: L, RGB and RGBA as stored; other modes through Pillow's own conversion to RGB or
+    RGBA (a colour conversion, no resampling), as transformers' convert_to_rgb does first (without
+    do_convert_rgb, transformers takes np.array(image) as it is)."""
+    import numpy as np
+
+    has_alpha = "A" in image.getbands() or image.info.get("transparency") is not None
+    if convert_rgb and (image.mode not in ("L", "RGB", "RGBA") or (has_alpha and image.mode != "RGBA")):
+        image = image.convert("RGBA" if has_alpha else "RGB")
+    array = np.asarray(image)  # a fresh copy, which Pillow marks read-only
+    return _from_numpy(array if array.ndim == 3 else array[:, :, None]).permute(2, 0, 1)
+
+
+def _from_numpy(array) -> torch.Tensor:
+    """torch.from_numpy without the warning for a read-only array (np.asarray of a PIL image is one): nothing
+    here writes to the input."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
+        return torch.from_numpy(array)
+
+
+def has_torchvision() -> bool:
+    return importlib.util.find_spec("torchvision") is not None
+
+
+def decode(data: bytes, name: str, where: str) -> torch.Tensor:
+    """Encoded bytes as uint8 [C, H, W] on the CPU, upright."""
+    if not has_torchvision():
+        return _decode_with_pillow(data, name, where)
+    from torchvision.io import ImageReadMode, decode_image
+
+    encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    try:
+        with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders for TorchCodec's
+            warnings.simplefilter("ignore", DeprecationWarning)
+            image = decode_image(encoded, mode=ImageReadMode.UNCHANGED, apply_exif_orientation=True)
+    except RuntimeError as error:
+        raise ValueError(
+            f"{where}: {name} ({len(data)} bytes) is not an image torchvision can decode "
+            f"(JPEG, PNG, WebP, GIF): {str(error).splitlines()[-1]}"
+        ) from None
+    if image.dim() != 3:
+        raise ValueError(f"{where}: {name} decodes to {tuple(image.shape)}: animated images are not supported")
+    if image.dtype != torch.uint8:
+        raise TypeError(f"{where}: {name} decodes to {image.dtype} pixels (a 16-bit image); expected 8-bit")
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":  # torchvision orients JPEG and PNG only
+        image = orient(image, exif_orientation(data) or 1)
+    return image
+
+
+def _decode_with_pillow(data: bytes, name: str, where: str) -> torch.Tensor:
+    """Where torchvision is not installed (PyPI's CPU-only torch has no torchvision beside it): Pillow decodes,
+    upright (EXIF orientation applied) as torchvision's decode_image(apply_exif_orientation=True) does."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        image = Image.open(io.BytesIO(data))
+        if getattr(image, "n_frames", 1) > 1:
+            raise ValueError(f"{where}: {name} has {image.n_frames} frames: animated images are not supported")
+        image = ImageOps.exif_transpose(image)
+        image.load()
+    except (UnidentifiedImageError, OSError) as error:
+        raise ValueError(f"{where}: {name} ({len(data)} bytes) is not an image Pillow can decode: {error}") from None
+    if image.mode.startswith(("I", "F")):  # as torchvision's decoder gives uint16 for these: refused alike
+        raise TypeError(f"{where}: {name} decodes to {image.mode} pixels (a 16-bit image); expected 8-bit")
+    return pil_to_chw(image)
+
+
+def exif_orientation(data: bytes) -> int | None:
+    """The EXIF orientation tag (1-8; 1 when absent), read from the header only; None where Pillow is missing
+    or cannot read the header (the image then goes to a decoder that applies it, or names the fault)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return None
+    try:
+        orientation = Image.open(io.BytesIO(data)).getexif().get(0x0112, 1)
+    except Exception:
+        return None
+    return orientation if orientation in _ORIENT else 1  # out-of-range tags are ignored, as exif_transpose does
+
+
+# EXIF orientation -> the view that makes a [C, H, W] image upright (PIL.ImageOps.exif_transpose's methods).
+_ORIENT = {
+    1: lambda x: x,
+    2: lambda x: x.flip(-1),  # FLIP_LEFT_RIGHT
+    3: lambda x: x.flip(-2, -1),  # ROTATE_180
+    4: lambda x: x.flip(-2),  # FLIP_TOP_BOTTOM
+    5: lambda x: x.transpose(-2, -1),  # TRANSPOSE
+    6: lambda x: x.rot90(-1, (-2, -1)),  # ROTATE_270 (counterclockwise)
+    7: lambda x: x.transpose(-2, -1).flip(-2, -1),  # TRANSVERSE
+    8: lambda x: x.rot90(1, (-2, -1)),  # ROTATE_90
+}
+
+
+def orient(image: torch.Tensor, orientation: int) -> torch.Tensor:
+    """The [C, H, W] image turned upright for an EXIF orientation (1-8)."""
+    return _ORIENT[orientation](image)
+
+
+def _decode_jpegs(datas: list[bytes], device: torch.device) -> list[torch.Tensor] | None:
+    """JPEGs decoded on the GPU, all in one nvJPEG call: only the encoded bytes cross PCIe. None where nvJPEG
+    refuses them."""
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    encoded = [torch.frombuffer(bytearray(d), dtype=torch.uint8) for d in datas]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            return decode_jpeg(encoded, mode=ImageReadMode.UNCHANGED, device=device)
+        except RuntimeError:
+            return None
+
+
+def to_rgb(image: torch.Tensor, source: str, reference: str) -> torch.Tensor:
+    """transformers' convert_to_rgb on the device: gray repeated (a stride-0 view), alpha composited on white,
+    in the arithmetic of the path that image would take through transformers (`source` "pil": a PIL image;
+    "tensor": arrays, tensors and decoded bytes, blended as `reference`'s backend blends)."""
+    channels = image.shape[0]
+    if channels == 1:
+        return image.expand(3, -1, -1)
+    if channels == 2:  # gray + alpha, from a decoded PNG
+        image = torch.cat([image[:1].expand(3, -1, -1), image[1:]])
+    if image.shape[0] == 3:
+        return image
+    color, alpha = image[:3], image[3:]
+    if source == "pil":
+        # Pillow's alpha_composite onto opaque white, in its integer arithmetic: with a background alpha of 255,
+        # its coefficients are a * 128 and (255 - a) * 128 (7 fraction bits), and it divides by 255 with
+        # the shift trick, rounding.
+        a = alpha.to(torch.int32)
+        mixed = color.to(torch.int32) * (a * 128) + 255 * ((255 - a) * 128) + (0x80 << 7)
+        return ((((mixed >> 8) + mixed) >> 8) >> 7).to(torch.uint8)
+    if reference == "torchvision":
+        # The torchvision backend: to float32 in [0, 1] (x * (1/255)), blend, back with tvF.to_dtype's scaling.
+        c, a = color.to(torch.float32).mul_(1.0 / 255), alpha.to(torch.float32).mul_(1.0 / 255)
+        return (c * a + (1 - a)).mul(255 + 1.0 - 1e-3).to(torch.uint8)
+    # The Pil backend on an array: float64 alpha, blend on 255, round half to even.
+    a = alpha.to(torch.float64) / 255
+    return torch.round(a * color.to(torch.float64) + (1 - a) * 255).to(torch.uint8)
