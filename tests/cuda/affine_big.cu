@@ -147,6 +147,7 @@ void affine_timing(Context& ctx) {
       {"qwen2vl 70000 patches u8->bf16", contiguous_view({70000, 3, 392}, 1), 0, 1, 2},
       {"qwen2vl 70000 patches f32->bf16", contiguous_view({70000, 3, 392}, 1), 0, 4, 2},
       {"patches[1:] of 70000 (8-byte aligned) u8->bf16", contiguous_view({69999, 3, 392}, 1), 1176, 1, 2},
+      {"patches misaligned by 1 byte (VEC 1) u8->bf16", contiguous_view({70000, 3, 392}, 1), 1, 1, 2},
       {"NCHW 32x3x448x448 u8->f32", contiguous_view({32, 3, 448, 448}, 1), 0, 1, 4},
       {"NHWC 32x448x448x3 u8->bf16", contiguous_view({32, 448, 448, 3}, 3), 0, 1, 2},
       {"HWC->CHW 32x448x448x3 u8->bf16", {{32, 3, 448, 448}, {448 * 448 * 3, 1, 448 * 3, 3}, 1}, 0, 1, 2},
