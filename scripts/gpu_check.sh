@@ -60,13 +60,13 @@ if [ -x "$build/gpu_check" ]; then
     timeout "$t" "$build/gpu_check" --group "$group" --json "$work/results-$group.json" --photos "$work/photos" \
       --dump "$work/dumps" --pil-rule "$rule" --deadline $((t > 10 ? t - 5 : t))
     rc=$?
+    summary+="$group rc=$rc; "
     case $rc in
       0) ;;
       77) echo "no CUDA device visible to the check"; status=1; break ;;
       124 | 137) echo "group $group timed out after ${t} s"; status=1 ;;
       *) echo "group $group exited with $rc"; status=1 ;;
     esac
-    summary+="$group rc=$rc; "
   done
   "$PY" - "$work" "$out/results.json" "$summary" <<'PY' || { echo "merging the results failed"; cp "$work"/results-*.json "$out/" 2>/dev/null; }
 import json, pathlib, sys
