@@ -1,9 +1,15 @@
 """Image intake: every form a user hands a processor, as uint8 [C, H, W] pixels on the device.
 
 PIL images (pixels as stored), uint8 NumPy arrays and tensors (CHW/HWC inferred as transformers infers
-it), nested lists and 4-D batches flattened as transformers flattens them, and encoded bytes decoded
-upright (torchvision's decoders; nvJPEG on CUDA, in one batched call; Pillow where torchvision is not
-installed). Then transformers' convert_to_rgb, on the device, as it does for each input type.
+it), nested lists and 4-D batches flattened as transformers flattens them, and encoded bytes. Then
+transformers' convert_to_rgb, on the device, as it does for each input type.
+
+Encoded bytes `b` mean `ImageOps.exif_transpose(Image.open(io.BytesIO(b)))`, the PIL image transformers'
+and vLLM's loaders start from, whatever the format and mode: Pillow decodes them, except where
+torchvision's CPU decoder gives the same pixels faster (8-bit JPEG in RGB or L, 8-bit PNG in RGB, RGBA, L or
+LA without a transparency key: the same libjpeg-turbo, and lossless PNG). nvJPEG is a different decoder
+(its chroma upsampling differs: 10.3% of a 12 MP photo's values, up to 14 levels, on an H200): it serves
+only when asked for (decoder="nvjpeg").
 """
 
 import importlib.util
@@ -36,23 +42,25 @@ def as_list(images: Any, where: str) -> list:
     return images
 
 
+DECODERS = ("exact", "nvjpeg")
+
+
 def decode_all(
-    items: list, device: torch.device, convert_rgb: bool, channel: int, where: str
+    items: list, device: torch.device, convert_rgb: bool, channel: int, where: str, decoder: str = "exact"
 ) -> list[tuple[torch.Tensor, str]]:
     """Each item as (uint8 [C, H, W], its alpha source: "pil" or "tensor"), not yet on the device (nvJPEG's
-    already are). Bytes are decoded upright; the channel count is checked (1-4 to be converted to RGB, else
-    `channel`), naming the item."""
+    already are). Bytes are decoded as Pillow opens them, upright (or by nvJPEG for decoder="nvjpeg" on
+    CUDA); the channel count is checked (1-4 to be converted to RGB, else `channel`), naming the item."""
     decoded = [None] * len(items)
     jpegs = []  # (index, bytes, orientation): decoded on the device in one nvJPEG call
     for i, item in enumerate(items):
         name = image_name(i, len(items))
         if isinstance(item, bytes | bytearray | memoryview):
             data = bytes(item)
-            orientation = exif_orientation(data) if data.startswith(_JPEG_MAGIC) else None
-            if device.type == "cuda" and orientation is not None and has_torchvision():
-                jpegs.append((i, data, orientation))
+            if decoder == "nvjpeg" and device.type == "cuda" and data.startswith(_JPEG_MAGIC) and has_torchvision():
+                jpegs.append((i, data, exif_orientation(data) or 1))
             else:
-                decoded[i] = (decode(data, name, where), "tensor")
+                decoded[i] = decode(data, name, where, convert_rgb)
         else:
             decoded[i] = _to_chw(item, name, convert_rgb, where)
     if jpegs:
@@ -61,8 +69,10 @@ def decode_all(
             # nvJPEG's batch decode ignores the EXIF orientation: applied here, on the device. Where it refused the
             # batch (a corrupt JPEG, a format it lacks, a build without it), the CPU decoder takes each and names
             # the one at fault.
-            image = orient(image, orientation) if image is not None else decode(data, image_name(i, len(items)), where)
-            decoded[i] = (image, "tensor")
+            if image is None:
+                decoded[i] = decode(data, image_name(i, len(items)), where, convert_rgb)
+            else:
+                decoded[i] = (orient(image, orientation), "pil")
     for i, (image, _) in enumerate(decoded):
         name = image_name(i, len(items))
         channels, height, width = image.shape
@@ -153,47 +163,60 @@ def has_torchvision() -> bool:
     return importlib.util.find_spec("torchvision") is not None
 
 
-def decode(data: bytes, name: str, where: str) -> torch.Tensor:
-    """Encoded bytes as uint8 [C, H, W] on the CPU, upright."""
-    if not has_torchvision():
-        return _decode_with_pillow(data, name, where)
+def decode(data: bytes, name: str, where: str, convert_rgb: bool = True) -> tuple[torch.Tensor, str]:
+    """Encoded bytes as the PIL image Pillow opens, upright, in the PIL path's layout: (uint8 [C, H, W] on the
+    CPU, "pil"). torchvision's decoder serves where it gives the same pixels; Pillow otherwise, and names
+    what it cannot decode."""
+    try:
+        from PIL import Image, ImageOps, UnidentifiedImageError
+    except ImportError:
+        raise ImportError(
+            f"{where}: {name} is encoded bytes, and decoding them needs Pillow (pip install pillow)"
+        ) from None
+    if not data:
+        raise ValueError(f"{where}: {name} is empty bytes; expected an encoded image")
+    try:
+        image = Image.open(io.BytesIO(data))  # the header only
+    except (UnidentifiedImageError, OSError, ValueError) as error:
+        raise ValueError(f"{where}: {name} ({len(data)} bytes) is not an image Pillow can decode: {error}") from None
+    if has_torchvision() and _torchvision_decodes_as_pillow(image):
+        pixels = _decode_with_torchvision(data)
+        if pixels is not None:
+            return pixels, "pil"
+    try:
+        image = ImageOps.exif_transpose(image)  # the first frame of an animation, as Image.open gives it
+        image.load()
+    except (OSError, ValueError, SyntaxError, EOFError) as error:
+        raise ValueError(f"{where}: {name} ({len(data)} bytes) is not an image Pillow can decode: {error}") from None
+    return pil_to_chw(image, convert_rgb), "pil"
+
+
+def _torchvision_decodes_as_pillow(image) -> bool:
+    """Whether torchvision's CPU decoder gives Pillow's pixels for this opened image (the tests check every
+    case it takes): 8-bit JPEG in RGB or L (both libjpeg-turbo, the same upsampling), and 8-bit PNG in RGB,
+    RGBA, L or LA with no transparency key (lossless). A 16-bit PNG opens in Pillow as I;16, or as RGB read
+    to 8 bits: its tile's raw mode then differs from its mode."""
+    if image.format == "JPEG":
+        return image.mode in ("RGB", "L")
+    if image.format == "PNG" and image.mode in ("RGB", "RGBA", "L", "LA") and "transparency" not in image.info:
+        # Pillow 11+ tiles name their raw mode `args`; older ones are tuples ending with it.
+        return all(getattr(tile, "args", tile[-1]) == image.mode for tile in image.tile)
+    return False
+
+
+def _decode_with_torchvision(data: bytes) -> torch.Tensor | None:
+    """uint8 [C, H, W], upright; None where torchvision refuses the bytes or gives other than 8 bits (Pillow then
+    decodes them, or names the fault)."""
     from torchvision.io import ImageReadMode, decode_image
 
     encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     try:
         with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders for TorchCodec's
-            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore")
             image = decode_image(encoded, mode=ImageReadMode.UNCHANGED, apply_exif_orientation=True)
-    except RuntimeError as error:
-        raise ValueError(
-            f"{where}: {name} ({len(data)} bytes) is not an image torchvision can decode "
-            f"(JPEG, PNG, WebP, GIF): {str(error).splitlines()[-1]}"
-        ) from None
-    if image.dim() != 3:
-        raise ValueError(f"{where}: {name} decodes to {tuple(image.shape)}: animated images are not supported")
-    if image.dtype != torch.uint8:
-        raise TypeError(f"{where}: {name} decodes to {image.dtype} pixels (a 16-bit image); expected 8-bit")
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":  # torchvision orients JPEG and PNG only
-        image = orient(image, exif_orientation(data) or 1)
-    return image
-
-
-def _decode_with_pillow(data: bytes, name: str, where: str) -> torch.Tensor:
-    """Where torchvision is not installed (PyPI's CPU-only torch has no torchvision beside it): Pillow decodes,
-    upright (EXIF orientation applied) as torchvision's decode_image(apply_exif_orientation=True) does."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
-
-    try:
-        image = Image.open(io.BytesIO(data))
-        if getattr(image, "n_frames", 1) > 1:
-            raise ValueError(f"{where}: {name} has {image.n_frames} frames: animated images are not supported")
-        image = ImageOps.exif_transpose(image)
-        image.load()
-    except (UnidentifiedImageError, OSError) as error:
-        raise ValueError(f"{where}: {name} ({len(data)} bytes) is not an image Pillow can decode: {error}") from None
-    if image.mode.startswith(("I", "F")):  # as torchvision's decoder gives uint16 for these: refused alike
-        raise TypeError(f"{where}: {name} decodes to {image.mode} pixels (a 16-bit image); expected 8-bit")
-    return pil_to_chw(image)
+    except RuntimeError:
+        return None
+    return image if image.dim() == 3 and image.dtype == torch.uint8 else None
 
 
 def exif_orientation(data: bytes) -> int | None:
