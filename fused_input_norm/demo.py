@@ -176,7 +176,10 @@ def make_paths(model: str, device: torch.device, fused_cls) -> tuple[dict[str, C
     paths = {"a": path_a, "b": path_b}
     fused = None
     if fused_cls is not None:
-        fused = fused_cls.from_preprocessor_config(config, device=device, reference=reference())
+        # On CUDA the demo shows the engine path that ships only JPEG bytes: nvJPEG, an opt-in that is not
+        # Pillow's decoder (the same-pixels column separates the decoders' difference from the arithmetic's).
+        decoder = "nvjpeg" if device.type == "cuda" else "exact"
+        fused = fused_cls.from_preprocessor_config(config, device=device, reference=reference(), decoder=decoder)
 
         def path_c(data: bytes) -> torch.Tensor:
             return sync(device, fused(data, visual_dtype=torch.float32)["pixel_values"])

@@ -6,8 +6,7 @@ transformers' convert_to_rgb, on the device, as it does for each input type.
 
 Encoded bytes `b` mean `ImageOps.exif_transpose(Image.open(io.BytesIO(b)))`, the PIL image transformers'
 and vLLM's loaders start from, whatever the format and mode: Pillow decodes them, except where
-torchvision's CPU decoder gives the same pixels faster (8-bit JPEG in RGB or L, 8-bit PNG in RGB, RGBA, L or
-LA without a transparency key: the same libjpeg-turbo, and lossless PNG). nvJPEG is a different decoder
+torchvision's CPU decoder gives the same pixels faster (8-bit JPEG in RGB or L: the same libjpeg-turbo). nvJPEG is a different decoder
 (its chroma upsampling differs: 10.3% of a 12 MP photo's values, up to 14 levels, on an H200): it serves
 only when asked for (decoder="nvjpeg").
 """
@@ -192,16 +191,11 @@ def decode(data: bytes, name: str, where: str, convert_rgb: bool = True) -> tupl
 
 
 def _torchvision_decodes_as_pillow(image) -> bool:
-    """Whether torchvision's CPU decoder gives Pillow's pixels for this opened image (the tests check every
-    case it takes): 8-bit JPEG in RGB or L (both libjpeg-turbo, the same upsampling), and 8-bit PNG in RGB,
-    RGBA, L or LA with no transparency key (lossless). A 16-bit PNG opens in Pillow as I;16, or as RGB read
-    to 8 bits: its tile's raw mode then differs from its mode."""
-    if image.format == "JPEG":
-        return image.mode in ("RGB", "L")
-    if image.format == "PNG" and image.mode in ("RGB", "RGBA", "L", "LA") and "transparency" not in image.info:
-        # Pillow 11+ tiles name their raw mode `args`; older ones are tuples ending with it.
-        return all(getattr(tile, "args", tile[-1]) == image.mode for tile in image.tile)
-    return False
+    """Whether torchvision's CPU decoder gives Pillow's pixels for this opened image, faster: 8-bit JPEG in RGB or
+    L (both libjpeg-turbo, the same upsampling; the tests check it, damaged files included). Not PNG, though
+    lossless: torchvision 0.29's PNG decoder crashed the process (a segmentation fault) on a PNG with a
+    corrupted body in the tests' fuzz, where Pillow names the fault."""
+    return image.format == "JPEG" and image.mode in ("RGB", "L")
 
 
 def _decode_with_torchvision(data: bytes) -> torch.Tensor | None:

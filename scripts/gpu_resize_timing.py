@@ -99,7 +99,7 @@ def processor_from_jpeg(reps: int) -> None:
     from PIL import Image
 
     config = {"image_processor_type": "Qwen2VLImageProcessor"}
-    on_gpu = FusedImageProcessor.from_preprocessor_config(config, device="cuda")
+    on_gpu = FusedImageProcessor.from_preprocessor_config(config, device="cuda", decoder="nvjpeg")
     on_cpu = FusedImageProcessor.from_preprocessor_config(config, device="cpu")
     rng = np.random.default_rng(1)
     for h, w in [(3024, 4032), (1080, 1920)]:
