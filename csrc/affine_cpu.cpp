@@ -16,9 +16,6 @@
 
 namespace fused_input_norm {
 
-// For build_info(): the capability this process runs.
-const char* cpu_capability_name() { return kCapabilityNames[static_cast<int>(kCpuCapability)]; }
-
 namespace {
 
 // A fresh output of several huge pages gets transparent huge pages before the kernel first touches it:

@@ -1,149 +1,36 @@
 // The CPU kernels, without torch: the per-chunk loops of every layout (contiguous, channels-last read
-// channels-first, strided), the split of a call into parallel chunks, and the CPU capability they run
-// with. csrc/affine_cpu.cpp runs them with torch's parallel_for; tests/cpp/cpu_kernels.cpp runs them without
-// torch (natively, and on aarch64 under qemu). Include it from one translation unit per library or program:
-// everything in it is internal to that unit. FIN_CPU_PLAIN leaves out every SIMD path of ours (the x86
-// capabilities, NEON's float16 conversion): the plain C++ build the test driver compares against.
+// channels-first, strided) and the split of a call into parallel chunks, on the process's CPU capability
+// (cpu_capability.h, linked with cpu_capability.cpp). csrc/affine_cpu.cpp runs them with torch's
+// parallel_for, csrc/resample_cpu.cpp on its resampled bands; tests/cpp/cpu_kernels.cpp runs them without
+// torch (natively, and on aarch64 under qemu). Everything here is internal to each unit that includes it.
+// FIN_CPU_PLAIN leaves out every SIMD path of ours (the x86 capabilities, NEON's float16 conversion): the
+// plain C++ build the test driver compares against.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(FIN_CPU_PLAIN)
-#include <immintrin.h>
-#define FIN_X86 1
-#endif
-#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(FIN_CPU_PLAIN)
-#include <arm_neon.h>
-#define FIN_NEON 1
-#endif
-
 #include "affine_kernel.h"
+#include "cpu_capability.h"
 
-// The inner loops are compiled once per CPU capability: on x86-64 for the baseline ISA ("default"),
-// x86-64-v3 ("avx2": AVX2, FMA, F16C) and x86-64-v4 ("avx512"). The kernels (FIN_CPU_KERNEL) are
-// always-inline templates on the capability; with_cpu_capability inlines one into a function compiled with
-// that capability's target attribute, so each gets its own vector code. The capability is chosen once, at
-// load time: the best the CPU has, or FUSED_INPUT_NORM_CPU_CAPABILITY=default|avx2|avx512 (as PyTorch's
-// ATEN_CPU_CAPABILITY), capped at what the CPU has, which lets the tests run the baseline path on any
-// machine. Each capability computes x * w + b with one rounding (affine_on), so all give the same bits.
-// On aarch64 NEON is baseline: "neon" is the best capability (the loops vectorized with NEON, FMA, float16
-// rounded by NEON's conversion instruction); "default" there is the same loops with the software float16
-// rounding. A new capability: an enum value, its name in kCapabilityNames, a case in cpu_supports, a
-// target in with_cpu_capability (if it needs one) and its affine_on.
-#define FIN_CPU_KERNEL inline __attribute__((always_inline))
 #if defined(FIN_X86)
-#define FIN_TARGET_AVX2 __attribute__((target("arch=x86-64-v3"), noinline))
-#define FIN_TARGET_AVX512 __attribute__((target("arch=x86-64-v4"), noinline))
+#include <immintrin.h>
 #endif
+#if defined(FIN_NEON)
+#include <arm_neon.h>
+#endif
+
+// The inner loops are compiled once per CPU capability (cpu_capability.h: which ones, and how one is
+// chosen). The kernels (FIN_CPU_KERNEL) are always-inline templates on the capability; with_cpu_capability
+// inlines one into a function compiled with that capability's target attribute, so each gets its own vector
+// code. Each capability computes x * w + b with one rounding (affine_on), so all give the same bits.
+#define FIN_CPU_KERNEL inline __attribute__((always_inline))
 
 namespace fused_input_norm {
-
-enum class CpuCapability { kDefault, kAvx2, kAvx512, kNeon };
-
 namespace {
-
-constexpr const char* kCapabilityNames[] = {"default", "avx2", "avx512", "neon"};
-
-bool cpu_supports(CpuCapability capability) {
-  switch (capability) {
-    case CpuCapability::kDefault:
-      return true;
-#if defined(FIN_X86)
-    case CpuCapability::kAvx2:
-      return __builtin_cpu_supports("x86-64-v3");
-    case CpuCapability::kAvx512:
-      return __builtin_cpu_supports("x86-64-v4");
-#endif
-#if defined(FIN_NEON)
-    case CpuCapability::kNeon:
-      return true;
-#endif
-    default:
-      return false;
-  }
-}
-
-// The requested capability if the CPU has it, else the best one below it that it has. An unknown name is
-// ignored with a warning (an import should not fail over a tuning knob), as ATEN_CPU_CAPABILITY does.
-CpuCapability select_cpu_capability() {
-#if defined(FIN_X86)
-  __builtin_cpu_init();  // this runs from a static initializer, possibly before libgcc's own
-#endif
-  constexpr int kCount = sizeof(kCapabilityNames) / sizeof(kCapabilityNames[0]);
-  int best = kCount - 1;
-  if (const char* requested = std::getenv("FUSED_INPUT_NORM_CPU_CAPABILITY"); requested && *requested) {
-    int found = 0;
-    while (found < kCount && std::strcmp(kCapabilityNames[found], requested) != 0) ++found;
-    if (found < kCount) {
-      best = found;
-    } else {
-      std::fprintf(
-          stderr,
-          "fused_input_norm: ignoring FUSED_INPUT_NORM_CPU_CAPABILITY=%s (expected default, avx2, avx512 or neon)\n",
-          requested);
-    }
-  }
-  while (best > 0 && !cpu_supports(static_cast<CpuCapability>(best))) --best;
-  return static_cast<CpuCapability>(best);
-}
-
-const CpuCapability kCpuCapability = select_cpu_capability();
-
-}  // namespace
-
-namespace {
-
-template <CpuCapability cap>
-using CapabilityTag = std::integral_constant<CpuCapability, cap>;
-
-// Calls f(tag) with f inlined into a function compiled for the selected capability (f's body must be
-// always-inline, hence `[&](auto cap) FIN_CPU_KERNEL_LAMBDA { kernel<cap>(...); }`).
-#define FIN_CPU_KERNEL_LAMBDA __attribute__((always_inline))
-template <typename F>
-__attribute__((noinline)) void on_default(const F& f) {
-  f(CapabilityTag<CpuCapability::kDefault>{});
-}
-#if defined(FIN_X86)
-template <typename F>
-FIN_TARGET_AVX2 void on_avx2(const F& f) {
-  f(CapabilityTag<CpuCapability::kAvx2>{});
-}
-template <typename F>
-FIN_TARGET_AVX512 void on_avx512(const F& f) {
-  f(CapabilityTag<CpuCapability::kAvx512>{});
-}
-#endif
-
-#if defined(FIN_NEON)
-template <typename F>
-__attribute__((noinline)) void on_neon(const F& f) {
-  f(CapabilityTag<CpuCapability::kNeon>{});
-}
-#endif
-
-template <typename F>
-inline void with_cpu_capability(const F& f) {
-  switch (kCpuCapability) {
-#if defined(FIN_NEON)
-    case CpuCapability::kNeon:
-      return on_neon(f);
-#endif
-#if defined(FIN_X86)
-    case CpuCapability::kAvx512:
-      return on_avx512(f);
-    case CpuCapability::kAvx2:
-      return on_avx2(f);
-#endif
-    default:
-      return on_default(f);
-  }
-}
 
 // x * w + b with one rounding on every capability: the hardware FMA where the capability has one (an
 // explicit fmaf: the contraction of `x * w + b` is the compiler's choice, not a promise), the exact

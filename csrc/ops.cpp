@@ -8,6 +8,7 @@
 #include <string>
 
 #include "affine.h"
+#include "cpu_capability.h"
 
 namespace fused_input_norm {
 
@@ -16,8 +17,6 @@ namespace fused_input_norm {
 const char* gpu_backend_name();
 std::string gpu_build_fields();
 #endif
-// affine_cpu.cpp: the CPU kernels' capability in this process ("default", "avx2", "avx512").
-const char* cpu_capability_name();
 namespace {
 
 std::string build_info() {
@@ -28,7 +27,7 @@ std::string build_info() {
 #else
   s << "\"backends\": [\"cpu\"]";
 #endif
-  s << ", \"cpu_capability\": \"" << cpu_capability_name() << "\"";
+  s << ", \"cpu_capability\": \"" << cpu_capability_name(cpu_capability()) << "\"";
   s << "}";
   return s.str();
 }

@@ -114,7 +114,7 @@ __attribute__((target("avx2"))) void multiply_add_rows16_avx2(const u8x16* colum
 // (FUSED_INPUT_NORM_CPU_CAPABILITY=default) and other CPUs.
 inline MultiplyAddRows16 multiply_add_rows16_for_cpu() {
 #if defined(FIN_X86)
-  if (kCpuCapability == CpuCapability::kAvx2 || kCpuCapability == CpuCapability::kAvx512) {
+  if (cpu_capability() == CpuCapability::kAvx2 || cpu_capability() == CpuCapability::kAvx512) {
     return &multiply_add_rows16_avx2;
   }
 #endif

@@ -8,10 +8,11 @@ build=${1:?usage: check_cmake.sh BUILD_DIR [cmake args]}
 shift
 CMAKE=${CMAKE:-cmake}
 PY=${VENV:-.venv}/bin/python
+case $PY in /*) ;; *) PY=$PWD/$PY ;; esac  # VENV absolute or relative to the repository root
 echo "$("$CMAKE" --version | head -1), $("$PY" -c 'import torch; print("torch", torch.__version__)')"
 rm -rf "$build"
 # The plain configure a user runs; the Python is named so CMake finds the venv's torch and nvrtc.
-"$CMAKE" -S . -B "$build" -G Ninja -DPython3_EXECUTABLE="$PWD/$PY" \
+"$CMAKE" -S . -B "$build" -G Ninja -DPython3_EXECUTABLE="$PY" \
   -DCMAKE_PREFIX_PATH="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" "$@" > "$build.configure.log" 2>&1 \
   || { tail -40 "$build.configure.log"; exit 1; }
 grep "fused_input_norm: GPU backend" "$build.configure.log"

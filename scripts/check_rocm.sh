@@ -17,6 +17,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:?usage: check_rocm.sh BUILD_DIR}
 PY=${PYTHON:-.venv/bin/python}
+# CMake runs PY from elsewhere: make it absolute. PYTHON may be absolute, relative to the repository root (as
+# VENV in the other scripts) or a command on PATH.
+case $PY in /*) ;; */*) PY=$PWD/$PY ;; *) PY=$(command -v "$PY") || { echo "no $PY on PATH"; exit 1; } ;; esac
 ARCHS=${ROCM_ARCHS:-gfx90a;gfx940}
 CMAKE=${CMAKE:-cmake}
 TESTS=${ROCM_TESTS:-tests/test_ops.py tests/test_validation.py}
@@ -51,7 +54,7 @@ check_bundle() {
 }
 
 # The library, through CMake's FIN_USE_HIP path.
-"$CMAKE" -S . -B "$build" -G Ninja -DPython3_EXECUTABLE="$PWD/$PY" -DFIN_USE_HIP=ON -DFIN_HIP_ARCHS="$ARCHS" \
+"$CMAKE" -S . -B "$build" -G Ninja -DPython3_EXECUTABLE="$PY" -DFIN_USE_HIP=ON -DFIN_HIP_ARCHS="$ARCHS" \
   -DCMAKE_HIP_COMPILER="$hip_clang" -DFIN_BUILD_TESTS=OFF > "$build/configure.log" 2>&1 || { tail -40 "$build/configure.log"; exit 1; }
 grep "fused_input_norm:" "$build/configure.log"
 # 1. The configure hipified csrc/ into BUILD_DIR/hipified. Raw CUDA runtime spellings left there would not

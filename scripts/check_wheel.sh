@@ -4,7 +4,8 @@
 #   VENV=.venv WHEEL_DIR=dist bash scripts/check_wheel.sh   (WHEEL_DIR: keep the wheel there for later steps)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-PY=$PWD/${VENV:-.venv}/bin/python
+PY=${VENV:-.venv}/bin/python
+case $PY in /*) ;; *) PY=$PWD/$PY ;; esac  # VENV absolute or relative to the repository root
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)

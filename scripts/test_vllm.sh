@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${VENV:-.venv-vllm}
+case $VENV in /*) ;; *) VENV=$PWD/$VENV ;; esac  # absolute or relative to the repository root
 export MAX_JOBS=${MAX_JOBS:-2}
 if [ -z "${CUDA_HOME:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then export CUDA_HOME=/usr/local/cuda; fi
 pip_install() {
@@ -30,7 +31,7 @@ start=$(date +%s)
 pip_install --no-build-isolation --no-deps --force-reinstall .
 echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
 # From outside the source tree, so the installed copy is the one imported.
-(cd / && "$OLDPWD/$VENV/bin/python" -c "import fused_input_norm as f; assert 'site-packages' in f.__file__, f.__file__; print('installed:', f.__file__, f.build_info())")
+(cd / && "$VENV/bin/python" -c "import fused_input_norm as f; assert 'site-packages' in f.__file__, f.__file__; print('installed:', f.__file__, f.build_info())")
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
 # import the installed copy.
 "$VENV/bin/pytest" -q -rs tests/test_vllm.py "$@"

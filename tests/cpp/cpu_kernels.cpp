@@ -7,8 +7,9 @@
 // vectorized bfloat16 rounding must give the very bits of the scalar code. It runs the capability the CPU
 // would pick, or the one FUSED_INPUT_NORM_CPU_CAPABILITY names (default, avx2, avx512, neon). It also times the kernels
 // on one large contiguous and one strided case; scripts/check_aarch64.sh builds it for aarch64 with and without the
-// NEON path (FIN_CPU_PLAIN) and runs both under qemu. Needs only a C++20 compiler:
-//   g++ -std=c++20 -O3 -Icsrc tests/cpp/cpu_kernels.cpp -o cpu_kernels && ./cpu_kernels
+// NEON path (FIN_CPU_PLAIN) and runs both under qemu. Needs only a C++20 compiler (and the capability's
+// one source, csrc/cpu_capability.cpp):
+//   g++ -std=c++20 -O3 -Icsrc tests/cpp/cpu_kernels.cpp csrc/cpu_capability.cpp -o cpu_kernels && ./cpu_kernels
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -294,7 +295,7 @@ int main(int argc, char** argv) {
 #if defined(FIN_CPU_PLAIN)
   const std::string path = "plain C++, not vectorized";
 #else
-  const std::string path = std::string("capability ") + fin::kCapabilityNames[static_cast<int>(fin::kCpuCapability)];
+  const std::string path = std::string("capability ") + fin::cpu_capability_name(fin::cpu_capability());
 #endif
   if (timing) {
     // u8 -> bf16 and u8 -> fp16 on 2000 contiguous patch rows, and u8 -> bf16 HWC read as CHW.

@@ -1,0 +1,98 @@
+// The CPU capability the CPU kernels run with, torch-free. The choice is made once per process, in
+// cpu_capability.cpp, and every translation unit that runs CPU kernels (affine_cpu.cpp, resample_cpu.cpp,
+// the build_info in ops.cpp, the torch-free tests/cpp/cpu_kernels.cpp) reads that one choice: made in each
+// unit, it would read the environment and warn about a bad value once per unit. with_cpu_capability stays
+// here, in the header, because it must inline each caller's kernel into a function compiled for the
+// capability; it cannot be compiled once in a .cpp for callers it does not know.
+//
+// On x86-64 the capabilities are the baseline ISA ("default"), x86-64-v3 ("avx2": AVX2, FMA, F16C) and
+// x86-64-v4 ("avx512"). On aarch64 NEON is baseline: "neon" is the best capability (the loops vectorized with
+// NEON, FMA, float16 rounded by NEON's conversion instruction); "default" there is the same loops with the
+// software float16 rounding. The choice: the best the CPU has, or FUSED_INPUT_NORM_CPU_CAPABILITY=default|
+// avx2|avx512|neon (as PyTorch's ATEN_CPU_CAPABILITY), capped at what the CPU has, which lets the tests run
+// the baseline path on any machine. FIN_CPU_PLAIN leaves out every SIMD path of ours (the plain C++ build the
+// kernel tests compare against): only "default" is then supported.
+//
+// A new capability: an enum value, its name in cpu_capability.cpp's kNames, a case in cpu_supports, a target
+// in with_cpu_capability (if it needs one), and its affine_on in affine_cpu_kernels.h.
+#pragma once
+
+#include <type_traits>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(FIN_CPU_PLAIN)
+#define FIN_X86 1
+#endif
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(FIN_CPU_PLAIN)
+#define FIN_NEON 1
+#endif
+
+namespace fused_input_norm {
+
+enum class CpuCapability { kDefault, kAvx2, kAvx512, kNeon };
+
+// "default", "avx2", "avx512", "neon": the names FUSED_INPUT_NORM_CPU_CAPABILITY and build_info() use.
+const char* cpu_capability_name(CpuCapability capability);
+
+// Whether this CPU can run the capability's code (and this build has it).
+bool cpu_supports(CpuCapability capability);
+
+// The capability this process runs: chosen on the first call (cpu_capability.cpp also makes that call when
+// the library loads, so a bad FUSED_INPUT_NORM_CPU_CAPABILITY is reported at import), the same ever after.
+CpuCapability cpu_capability();
+
+namespace {
+
+#if defined(FIN_X86)
+#define FIN_TARGET_AVX2 __attribute__((target("arch=x86-64-v3"), noinline))
+#define FIN_TARGET_AVX512 __attribute__((target("arch=x86-64-v4"), noinline))
+#endif
+
+template <CpuCapability cap>
+using CapabilityTag = std::integral_constant<CpuCapability, cap>;
+
+// Calls f(tag) with f inlined into a function compiled for the selected capability (f's body must be
+// always-inline, hence `[&](auto cap) FIN_CPU_KERNEL_LAMBDA { kernel<cap>(...); }`), so each capability gets
+// its own vector code.
+#define FIN_CPU_KERNEL_LAMBDA __attribute__((always_inline))
+template <typename F>
+__attribute__((noinline)) void on_default(const F& f) {
+  f(CapabilityTag<CpuCapability::kDefault>{});
+}
+#if defined(FIN_X86)
+template <typename F>
+FIN_TARGET_AVX2 void on_avx2(const F& f) {
+  f(CapabilityTag<CpuCapability::kAvx2>{});
+}
+template <typename F>
+FIN_TARGET_AVX512 void on_avx512(const F& f) {
+  f(CapabilityTag<CpuCapability::kAvx512>{});
+}
+#endif
+
+#if defined(FIN_NEON)
+template <typename F>
+__attribute__((noinline)) void on_neon(const F& f) {
+  f(CapabilityTag<CpuCapability::kNeon>{});
+}
+#endif
+
+template <typename F>
+inline void with_cpu_capability(const F& f) {
+  switch (cpu_capability()) {
+#if defined(FIN_NEON)
+    case CpuCapability::kNeon:
+      return on_neon(f);
+#endif
+#if defined(FIN_X86)
+    case CpuCapability::kAvx512:
+      return on_avx512(f);
+    case CpuCapability::kAvx2:
+      return on_avx2(f);
+#endif
+    default:
+      return on_default(f);
+  }
+}
+
+}  // namespace
+}  // namespace fused_input_norm
