@@ -18,10 +18,11 @@ go through three paths, per image:
     (torchvision.io) and the decoded uint8 image is what would cross. Then RGB, the resize (bit for bit
     the processor's), normalize and layout in one op call.
 
-Printed per photo: the bytes each path puts on PCIe, the host time per image (median of interleaved rounds,
-synchronized), the max |difference| from (a), and the JPEG decoders' own difference (PIL's against the
-decoder (c) uses): (c) runs (a)'s arithmetic exactly (checked on PIL's decoded pixels, <= 1e-6), so any
-larger difference from the bytes is the decoders'. Then a Markdown table and a plot (with matplotlib).
+Printed per photo as it is done: the bytes each path puts on PCIe (on a CPU run: would ship to a GPU), the
+host time per image (median of interleaved rounds, synchronized) and the max |difference| from (a); on CUDA,
+where (c) decodes with nvJPEG (not Pillow's decoder), also (c) on PIL's decoded pixels and the decoders' own
+difference, which separate the arithmetic's part from the decoders'. Then a Markdown table and a plot (with
+matplotlib): the speed-up over (a), the bytes each path ships, and the differences.
 
 Needs scikit-image and transformers (scripts/demo.sh installs them), and torchvision for what is above.
 Without torchvision (beside the CPU-only torch, which has no matching torchvision wheel: scripts/demo.sh on a
@@ -219,12 +220,13 @@ def run_photo(
                 f"{model} {name}: FusedImageProcessor gave {tuple(c.shape)}, the processor {tuple(a.shape)}"
             )
         diffs["c"] = (c - a).abs().max().item()
-        pil_pixels = np.array(pil_decode(data))  # writable: torch.from_numpy warns on a read-only array
-        same = fused(pil_pixels, visual_dtype=torch.float32)["pixel_values"].cpu()
-        same_pixels = (same - a).abs().max().item()
-        theirs = device_decode(data, device).permute(1, 2, 0).to(torch.int16)
-        levels = (theirs - torch.from_numpy(pil_pixels).to(torch.int16)).abs()
-        decoder_max, decoder_frac = levels.max().item(), (levels > 0).double().mean().item()
+        if fused.decoder != "exact":  # nvJPEG: not Pillow's decoder, so what the decoders change is reported apart
+            pil_pixels = np.array(pil_decode(data))  # writable: torch.from_numpy warns on a read-only array
+            same = fused(pil_pixels, visual_dtype=torch.float32)["pixel_values"].cpu()
+            same_pixels = (same - a).abs().max().item()
+            theirs = device_decode(data, device).permute(1, 2, 0).to(torch.int16)
+            levels = (theirs - torch.from_numpy(pil_pixels).to(torch.int16)).abs()
+            decoder_max, decoder_frac = levels.max().item(), (levels > 0).double().mean().item()
     methods = {key: (lambda fn=fn: fn(data)) for key, fn in paths.items()}
     samples = sample_interleaved(methods, Timer(torch.device("cpu")), reps, budget_s=budget_s)
     return PhotoResult(
@@ -260,23 +262,24 @@ def _diff(x: float | None) -> str:
     return "-" if x is None else "0" if x == 0 else f"{x:.1e}"
 
 
-def print_model(model: str, results: list[PhotoResult], device: torch.device) -> None:
-    for r in results:
-        h, w = r.size
+def print_photo(r: PhotoResult, device: torch.device) -> None:
+    h, w = r.size
+    print(
+        f"\n{r.name}: {w}x{h}, JPEG {_mb(r.jpeg_bytes)} -> {r.resized}, pixel_values {list(r.out_shape)}, median of {r.reps}"
+    )
+    ships = "on PCIe" if device.type == "cuda" else "would ship"
+    for key, label in PATHS.items():
+        if key not in r.times_ms:
+            continue
+        diff = "" if key == "a" else f"   max |x - (a)| {_diff(r.diffs[key])}"
+        print(f"  {label:<88}{_mb(r.pcie_bytes[key]):>9} {ships} {_ms(r.times_ms[key]):>9}{diff}", flush=True)
+    if r.decoder_max is not None:
         print(
-            f"\n{r.name}: {w}x{h}, JPEG {_mb(r.jpeg_bytes)} -> {r.resized}, pixel_values {list(r.out_shape)}, median of {r.reps}"
+            f"  (c) on PIL's decoded pixels vs (a): max {_diff(r.same_pixels_diff)} (the arithmetic); "
+            f"PIL vs {decoder_name(device)} decode: max {r.decoder_max} levels, {100 * r.decoder_frac:.2f}% of values "
+            "differ",
+            flush=True,
         )
-        for key, label in PATHS.items():
-            if key not in r.times_ms:
-                continue
-            diff = "" if key == "a" else f"   max |x - (a)| {_diff(r.diffs[key])}"
-            print(f"  {label:<88}{_mb(r.pcie_bytes[key]):>9} on PCIe {_ms(r.times_ms[key]):>9}{diff}")
-        if r.decoder_max is not None:
-            decoder = decoder_name(device)
-            print(
-                f"  (c) on PIL's decoded pixels vs (a): max {_diff(r.same_pixels_diff)} (the arithmetic); "
-                f"PIL vs {decoder} decode: max {r.decoder_max} levels, {100 * r.decoder_frac:.2f}% of values differ"
-            )
 
 
 def _photo_label(r: PhotoResult) -> str:
@@ -287,8 +290,10 @@ def _photo_label(r: PhotoResult) -> str:
 def markdown_table(model: str, results: list[PhotoResult]) -> str:
     has_c = all("c" in r.times_ms for r in results)
     head = ["photo", "JPEG", "resized", "PCIe (a) fp32", "PCIe (b) u8 patches"]
-    head += ["PCIe (c)", "(a) ms", "(b) ms", "(c) ms", "(a)/(c)", "max diff (b)", "max diff (c)", "(c) same pixels"]
-    head += ["decoders max / % differ"]
+    head += ["PCIe (c)", "(a) ms", "(b) ms", "(c) ms", "(a)/(c)", "max diff (b)", "max diff (c)"]
+    decoders = any(r.decoder_max is not None for r in results)
+    if decoders:
+        head += ["(c) same pixels", "decoders max / % differ"]
     if not has_c:
         head = [*head[:5], "(a) ms", "(b) ms", "max diff (b)"]
     rows = [f"| {' | '.join(head)} |", "|" + "---|" * len(head)]
@@ -298,40 +303,64 @@ def markdown_table(model: str, results: list[PhotoResult]) -> str:
         if has_c:
             cells += [_mb(r.pcie_bytes["c"]), _ms(r.times_ms["a"]), _ms(r.times_ms["b"]), _ms(r.times_ms["c"])]
             cells += [f"{r.times_ms['a'] / r.times_ms['c']:.2f}x", _diff(r.diffs["b"]), _diff(r.diffs["c"])]
-            cells += [_diff(r.same_pixels_diff), f"{r.decoder_max} / {100 * r.decoder_frac:.2f}%"]
+            if decoders:
+                cells += [_diff(r.same_pixels_diff), f"{r.decoder_max} / {100 * (r.decoder_frac or 0):.2f}%"]
         else:
             cells += [_ms(r.times_ms["a"]), _ms(r.times_ms["b"]), _diff(r.diffs["b"])]
         rows.append(f"| {' | '.join(cells)} |")
     return "\n".join(rows)
 
 
-def plot(all_results: dict[str, list[PhotoResult]], path: str, title: str) -> None:
-    """One panel per model: the host time per image of each path, grouped by photo (largest last)."""
+_COLORS = {"a": "tab:gray", "b": "tab:blue", "c": "tab:green"}
+
+
+def _bars(ax, results: list[PhotoResult], keys: list[str], value, fmt, rotation: int = 0) -> None:
+    """Grouped bars, one group per photo and one bar per path, each labelled with its value."""
+    width = 0.8 / len(keys)
+    for i, key in enumerate(keys):
+        xs = [n + (i - (len(keys) - 1) / 2) * width for n in range(len(results))]
+        ys = [value(r, key) for r in results]
+        drawn = ax.bar(xs, ys, width, label=PATHS[key][:3], color=_COLORS[key], edgecolor="black", linewidth=0.5)
+        ax.bar_label(drawn, [fmt(y) for y in ys], fontsize=9, padding=2, rotation=rotation)
+    ax.set_xticks(
+        range(len(results)), [_photo_label(r).replace(" (", "\n(").replace(" ", "\n", 1) for r in results], fontsize=9
+    )
+    ax.legend(fontsize=9, loc="upper left")
+
+
+def plot(all_results: dict[str, list[PhotoResult]], classes: dict[str, str], path: str, title: str, ships: str) -> None:
+    """One row per model, three panels: the speed-up of (b) and (c) over (a) per photo (linear), the bytes each
+    path ships to the device, and the largest difference from (a)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams.update({"font.size": 10})
     fig, axes = plt.subplots(
-        len(all_results), 1, figsize=(10, 3.6 * len(all_results)), squeeze=False, layout="constrained"
+        len(all_results), 3, figsize=(17, 4.8 * len(all_results)), squeeze=False, layout="constrained"
     )
-    colors = {"a": "tab:gray", "b": "tab:blue", "c": "tab:green"}
-    for ax, (model, results) in zip(axes.flat, all_results.items(), strict=True):
+    for row, (model, results) in zip(axes, all_results.items(), strict=True):
         keys = [k for k in PATHS if all(k in r.times_ms for r in results)]
-        width = 0.8 / len(keys)
-        for i, key in enumerate(keys):
-            xs = [n + (i - (len(keys) - 1) / 2) * width for n in range(len(results))]
-            ys = [r.times_ms[key] for r in results]
-            bars = ax.bar(xs, ys, width, label=PATHS[key], color=colors[key], edgecolor="black", linewidth=0.5)
-            for bar, y in zip(bars, ys, strict=True):
-                ax.text(bar.get_x() + bar.get_width() / 2, y * 1.05, _ms(y), ha="center", fontsize=6, rotation=90)
-        ax.set_xticks(range(len(results)), [_photo_label(r).replace(" ", "\n", 1) for r in results], fontsize=7)
-        ax.set_yscale("log")
-        ax.set_ylim(top=max(max(r.times_ms.values()) for r in results) * 4)  # room for the labels
-        ax.set_ylabel("ms per image (log)", fontsize=8)
-        ax.set_title(f"{MODELS[model]}", fontsize=9)
-        ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle(title, fontsize=9)
+        speed, ship, diff = row
+
+        faster = [k for k in keys if k != "a"]
+        _bars(speed, results, faster, lambda r, k: r.times_ms["a"] / r.times_ms[k], lambda y: f"{y:.1f}x")
+        speed.axhline(1.0, color="black", linewidth=0.8)
+        speed.set_ylabel("speed-up over (a), per image")
+        speed.set_title(f"{classes[model]}: time per image, (a) / path")
+        _bars(ship, results, keys, lambda r, k: r.pcie_bytes[k] / 1e6, lambda y: f"{y:.1f}")
+        ship.set_ylabel(f"MB per image ({ships})")
+        ship.set_title(f"bytes each path {ships} to the device")
+        _bars(diff, results, faster, lambda r, k: max(r.diffs[k], 1e-9), lambda y: f"{y:.1e}", rotation=90)
+        diff.set_yscale("log")
+        diff.set_ylim(1e-9, 1e-3)
+        diff.set_ylabel("max |pixel_values - (a)| (log)")
+        diff.set_title("difference from (a) (fp32 rounding is ~5e-7)")
+        for ax in (speed, ship):
+            ax.margins(y=0.2)
+    legend = "; ".join(PATHS.values())
+    fig.suptitle(f"{title}\n{legend}", fontsize=10)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -369,8 +398,8 @@ def main(argv: list[str] | None = None) -> dict[str, list[PhotoResult]]:
     if device.type == "cpu":
         print(
             "THIS RUN IS ON THE CPU (no GPU here): (c) decodes, resizes and normalizes on the CPU, and nothing crosses "
-            "PCIe; the 'PCIe' column says what each path would ship to a GPU, for (c) the decoded uint8 image (with a "
-            "GPU, nvJPEG decodes there and only the JPEG bytes cross)."
+            "PCIe; 'would ship' says what each path would send to a GPU, for (c) the decoded uint8 image (with a GPU "
+            "and decoder='nvjpeg', nvJPEG decodes there and only the JPEG bytes cross)."
         )
     if fused_cls is None:
         print("(c) is missing: this checkout has no fused_input_norm.FusedImageProcessor; only (a) and (b) run.")
@@ -380,23 +409,22 @@ def main(argv: list[str] | None = None) -> dict[str, list[PhotoResult]]:
     print(
         f"Encoded {len(encoded)} photos to JPEG (Pillow, quality {JPEG_QUALITY}) in {time.perf_counter() - t0:.1f} s."
     )
-    all_results = {}
+    all_results, classes = {}, {}
     for model in models:
         paths, extra = make_paths(model, device, fused_cls)
+        classes[model] = type(extra["processor"]).__name__
         print(
-            f"\n=== {type(extra['processor']).__name__} (transformers' defaults; (c): FusedImageProcessor "
-            f"reference={reference()!r}) ==="
+            f"\n=== {classes[model]} (transformers' defaults; (c): FusedImageProcessor reference={reference()!r}) ==="
         )
-        results = [
-            run_photo(model, name, hwc, data, paths, extra, device, args.reps, args.budget_s)
-            for name, (hwc, data) in encoded.items()
-        ]
-        print_model(model, results, device)
+        results = []
+        for name, (hwc, data) in encoded.items():
+            results.append(run_photo(model, name, hwc, data, paths, extra, device, args.reps, args.budget_s))
+            print_photo(results[-1], device)
         all_results[model] = results
     end_load = os.getloadavg()[0]
     print(f"\n1-min load average {load:.2f} at the start, {end_load:.2f} at the end; {_threads()}.")
     for model, results in all_results.items():
-        print(f"\nMarkdown ({MODELS[model]}, {device}, {_threads()}, load {load:.1f}-{end_load:.1f}):\n")
+        print(f"\nMarkdown ({classes[model]}, {device}, {_threads()}, load {load:.1f}-{end_load:.1f}):\n")
         print(markdown_table(model, results))
     if args.plot:
         if importlib.util.find_spec("matplotlib") is None:
@@ -406,7 +434,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[PhotoResult]]:
                 f"JPEG bytes -> pixel_values, {device}, {_threads()}, torch {torch.__version__}, "
                 f"load {load:.1f}-{end_load:.1f}, one run, medians"
             )
-            plot(all_results, args.plot, title)
+            plot(all_results, classes, args.plot, title, "ships" if device.type == "cuda" else "would ship")
             print(f"\nPlot: {args.plot}")
     return all_results
 

@@ -141,7 +141,10 @@ def pil_to_chw(image, convert_rgb: bool = True) -> torch.Tensor:
     """A PIL image's pixels: L, RGB and RGBA as stored; other modes through Pillow's own conversion to RGB or
     RGBA (a colour conversion, no resampling), as transformers' convert_to_rgb does first (without
     do_convert_rgb, transformers takes np.array(image) as it is)."""
-    import numpy as np
+    try:
+        import numpy as np
+    except ImportError:
+        raise ImportError("reading a PIL image's pixels needs numpy (pip install numpy)") from None
 
     has_alpha = "A" in image.getbands() or image.info.get("transparency") is not None
     if convert_rgb and (image.mode not in ("L", "RGB", "RGBA") or (has_alpha and image.mode != "RGBA")):

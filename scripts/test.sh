@@ -11,6 +11,6 @@ case "${TORCH_SPEC:-torch==2.14.1}" in
   # import beside the CPU-only torch 2.13.0+cpu); transformers uses its PIL backend instead.
   *) torchvision="" ;;
 esac
-EXTRAS="pytest hypothesis expecttest transformers scikit-image $torchvision ${EXTRAS:-}" bash scripts/setup_env.sh
+EXTRAS="pytest hypothesis expecttest transformers scikit-image matplotlib $torchvision ${EXTRAS:-}" bash scripts/setup_env.sh
 VENV=${VENV:-.venv}
 "$VENV/bin/python" -m pytest -q -rs "$@"
