@@ -48,9 +48,9 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .geometry import smart_resize
 from .module import FusedInputNorm
 from .ops import affine, affine_out
-from .geometry import smart_resize
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
