@@ -44,7 +44,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .bench import Timer, resize_photo, sample_interleaved
+from .bench.common import Timer, sample_interleaved
+from .bench.resize import resize_photo
 from .module import FusedInputNorm
 
 PHOTOS = ("astronaut", "coffee", "chelsea", "rocket")

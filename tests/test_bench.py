@@ -8,16 +8,20 @@ import re
 import pytest
 import torch
 
-from fused_input_norm import bench
+from fused_input_norm import FusedInputNorm, bench, smart_resize
+from fused_input_norm.bench import common as bench_common
+from fused_input_norm.bench import jpeg as jpeg_suite
+from fused_input_norm.bench import layouts
+from fused_input_norm.bench import resize as resize_suite
 
 TINY = [
-    bench.Case("patches u8->bf16", (5, 3, 392), torch.uint8, torch.bfloat16, 1),
-    bench.Case("NHWC u8->bf16", (2, 8, 8, 3), torch.uint8, torch.bfloat16, -1),
-    bench.Case("HWC->CHW u8->f32", (2, 8, 8, 3), torch.uint8, torch.float32, 1, bench.nhwc_as_nchw),
-    bench.Case("patchify video", (4, 3, 56, 84), torch.uint8, torch.bfloat16, 5, bench.qwen2vl_patch_view),
-    bench.Case("patchify image", (1, 3, 28, 56), torch.uint8, torch.bfloat16, 5, bench.image_as_two_frames),
-    bench.Case("patches[1:]", (4, 1176), torch.uint8, torch.bfloat16, 1, bench.rows_after_first),
-    bench.Case("broadcast", (3, 8, 8), torch.uint8, torch.bfloat16, 1, bench.batch_of_32),
+    layouts.Case("patches u8->bf16", (5, 3, 392), torch.uint8, torch.bfloat16, 1),
+    layouts.Case("NHWC u8->bf16", (2, 8, 8, 3), torch.uint8, torch.bfloat16, -1),
+    layouts.Case("HWC->CHW u8->f32", (2, 8, 8, 3), torch.uint8, torch.float32, 1, layouts.nhwc_as_nchw),
+    layouts.Case("patchify video", (4, 3, 56, 84), torch.uint8, torch.bfloat16, 5, layouts.qwen2vl_patch_view),
+    layouts.Case("patchify image", (1, 3, 28, 56), torch.uint8, torch.bfloat16, 5, layouts.image_as_two_frames),
+    layouts.Case("patches[1:]", (4, 1176), torch.uint8, torch.bfloat16, 1, layouts.rows_after_first),
+    layouts.Case("broadcast", (3, 8, 8), torch.uint8, torch.bfloat16, 1, layouts.batch_of_32),
 ]
 
 
@@ -25,7 +29,7 @@ def test_patch_view_is_qwen2vl_pixel_values():
     """The 9-D view, made contiguous, is the processor's row layout: channel-major rows of T*P*P pixels,
     built here independently by cutting each 2x2 merge group of 14x14 patches out of the frames."""
     frames = torch.randint(0, 256, (4, 3, 56, 84), dtype=torch.uint8)
-    rows = bench.qwen2vl_patch_view(frames).contiguous().view(-1, 3 * 2 * 14 * 14)
+    rows = layouts.qwen2vl_patch_view(frames).contiguous().view(-1, 3 * 2 * 14 * 14)
     expected = []
     for t in range(0, 4, 2):
         for bh in range(56 // 28):
@@ -35,17 +39,17 @@ def test_patch_view_is_qwen2vl_pixel_values():
                         h, w = (bh * 2 + mh) * 14, (bw * 2 + mw) * 14
                         expected.append(frames[t : t + 2, :, h : h + 14, w : w + 14].transpose(0, 1).reshape(-1))
     assert torch.equal(rows, torch.stack(expected))
-    assert bench.qwen2vl_patch_view(frames).data_ptr() == frames.data_ptr()  # a view, no copy
+    assert layouts.qwen2vl_patch_view(frames).data_ptr() == frames.data_ptr()  # a view, no copy
 
 
 def test_case_views_are_the_layouts_they_name():
-    _, hwc = bench.make_input(TINY[2], torch.device("cpu"))
+    _, hwc = layouts.make_input(TINY[2], torch.device("cpu"))
     assert hwc.shape == (2, 3, 8, 8) and hwc.stride(1) == 1
-    stored, image = bench.make_input(TINY[4], torch.device("cpu"))
+    stored, image = layouts.make_input(TINY[4], torch.device("cpu"))
     assert image.stride(6) == 0 and image.shape[6] == 2  # the temporal axis repeats one frame
-    stored, rows = bench.make_input(TINY[5], torch.device("cpu"))
+    stored, rows = layouts.make_input(TINY[5], torch.device("cpu"))
     assert rows.is_contiguous() and (rows.data_ptr() - stored.data_ptr()) == 1176
-    _, batch = bench.make_input(TINY[6], torch.device("cpu"))
+    _, batch = layouts.make_input(TINY[6], torch.device("cpu"))
     assert batch.shape == (32, 3, 8, 8) and batch.stride(0) == 0
 
 
@@ -53,17 +57,17 @@ def test_report_structure():
     report = bench.run(torch.device("cpu"), reps=1, with_compile=False, cases=TINY)
     assert [r["case"] for r in report["results"]] == [c.name for c in TINY]
     for case, r in zip(TINY, report["results"], strict=True):
-        expected = {bench.OP_OUT, bench.OP_ALLOC, bench.EAGER, bench.COPY_VIEW, bench.COPY_CONTIG}
+        expected = {layouts.OP_OUT, layouts.OP_ALLOC, layouts.EAGER, layouts.COPY_VIEW, layouts.COPY_CONTIG}
         if case.dim == 1:
-            expected.add(bench.BATCH_NORM)
+            expected.add(layouts.BATCH_NORM)
         assert set(r["times_ms"]) == expected
         assert all(math.isfinite(ms) and ms > 0 for ms in r["times_ms"].values())
         assert set(r["min_ms"]) == expected and all(r["min_ms"][k] <= r["times_ms"][k] for k in expected)
         assert set(r["ratios"]) == {"op/copy_(view)", "op/contiguous floor", "alloc/out=", "eager/op"}
-        assert r["ratios"]["alloc/out="] == r["times_ms"][bench.OP_ALLOC] / r["times_ms"][bench.OP_OUT]
+        assert r["ratios"]["alloc/out="] == r["times_ms"][layouts.OP_ALLOC] / r["times_ms"][layouts.OP_OUT]
         assert r["reps"] == 1
         element_bytes = 1 + torch.empty(0, dtype=case.out_dtype).element_size()
-        _, x = bench.make_input(case, torch.device("cpu"))
+        _, x = layouts.make_input(case, torch.device("cpu"))
         assert r["bytes"] == x.numel() * element_bytes
     text = bench.format_report(report)
     assert all(c.name in text for c in TINY) and "| case |" in text
@@ -71,12 +75,12 @@ def test_report_structure():
 
 def test_check_op_catches_a_wrong_result(monkeypatch):
     case = TINY[2]
-    _, x = bench.make_input(case, torch.device("cpu"))
-    norm = bench.clip_norm(torch.device("cpu"))
-    bench.check_op(case, x, norm)
-    monkeypatch.setattr(bench, "affine", lambda x, w, b, dim, dtype: torch.zeros(x.shape, dtype=dtype))
+    _, x = layouts.make_input(case, torch.device("cpu"))
+    norm = layouts.clip_norm(torch.device("cpu"))
+    layouts.check_op(case, x, norm)
+    monkeypatch.setattr(layouts, "affine", lambda x, w, b, dim, dtype: torch.zeros(x.shape, dtype=dtype))
     with pytest.raises(AssertionError):
-        bench.check_op(case, x, norm)
+        layouts.check_op(case, x, norm)
 
 
 def test_failing_method_is_reported_not_timed():
@@ -84,7 +88,7 @@ def test_failing_method_is_reported_not_timed():
         raise RuntimeError("CUDNN_STATUS_INTERNAL_ERROR")
 
     methods = {"fine": lambda: None, "broken": broken}
-    assert bench.drop_failing(methods) == {"broken": "RuntimeError: CUDNN_STATUS_INTERNAL_ERROR"}
+    assert bench_common.drop_failing(methods) == {"broken": "RuntimeError: CUDNN_STATUS_INTERNAL_ERROR"}
     assert list(methods) == ["fine"]
 
 
@@ -117,12 +121,12 @@ def test_unknown_cases_are_rejected(capsys):
 @pytest.mark.slow
 def test_compiled_code_is_timed_in_a_subprocess_beside_the_op():
     """The smallest real case end to end: torch.compile runs in the subprocess, which re-times op (out=)."""
-    case = bench.CASES[bench.SMALL_CASE]
+    case = layouts.CASES[layouts.SMALL_CASE]
     report = bench.run(torch.device("cpu"), reps=1, cases=[case])
     (r,) = report["results"]
     assert "compile_error" not in report
-    assert {bench.COMPILED, bench.OP_OUT_COMPILE_RUN} <= set(r["times_ms"]) and r["compile_s"] > 0
-    assert r["ratios"]["compiled/op"] == r["times_ms"][bench.COMPILED] / r["times_ms"][bench.OP_OUT_COMPILE_RUN]
+    assert {layouts.COMPILED, layouts.OP_OUT_COMPILE_RUN} <= set(r["times_ms"]) and r["compile_s"] > 0
+    assert r["ratios"]["compiled/op"] == r["times_ms"][layouts.COMPILED] / r["times_ms"][layouts.OP_OUT_COMPILE_RUN]
 
 
 def test_compile_needs_a_case_the_subprocess_knows():
@@ -133,20 +137,20 @@ def test_compile_needs_a_case_the_subprocess_knows():
 # ----- Resize cases: tiny photos, every method, the checks, the targets, the switch -----
 
 RESIZE_TINY = [
-    bench.ResizeCase("resize qwen2vl tiny", (60, 80), "qwen2vl"),  # smart_resize -> 56x84: both axes change
-    bench.ResizeCase("resize clip tiny landscape", (60, 80), "clip"),  # upscale to 224x298, crop the middle
-    bench.ResizeCase("resize clip tiny portrait", (90, 50), "clip"),  # upscale to 403x224
+    resize_suite.ResizeCase("resize qwen2vl tiny", (60, 80), "qwen2vl"),  # smart_resize -> 56x84: both axes change
+    resize_suite.ResizeCase("resize clip tiny landscape", (60, 80), "clip"),  # upscale to 224x298, crop the middle
+    resize_suite.ResizeCase("resize clip tiny portrait", (90, 50), "clip"),  # upscale to 403x224
 ]
 needs_resize_deps = pytest.mark.skipif(
-    bool(bench.missing_resize_dependencies()),
-    reason=f"the resize cases need {', '.join(bench.missing_resize_dependencies())}",
+    bool(resize_suite.missing_resize_dependencies()),
+    reason=f"the resize cases need {', '.join(resize_suite.missing_resize_dependencies())}",
 )
 
 
 @needs_resize_deps
 @pytest.mark.parametrize("case", RESIZE_TINY, ids=lambda c: c.name)
 def test_resize_methods_produce_what_they_name(case):
-    inp = bench.make_resize_inputs(case)
+    inp = resize_suite.make_resize_inputs(case)
     h, w = inp.size
     assert inp.hwc.shape == (*case.photo, 3) and inp.hwc.dtype == torch.uint8 and inp.hwc.is_contiguous()
     assert torch.equal(inp.chw, inp.hwc.permute(2, 0, 1)) and inp.chw.is_contiguous()
@@ -161,59 +165,70 @@ def test_resize_methods_produce_what_they_name(case):
         assert (top, left) == ((h - 224) // 2, (w - 224) // 2)
         out_shape = (3, 224, 224)
         processor_shape = (1, *out_shape)
-    methods = bench.resize_methods(case, inp)
+    methods = resize_suite.resize_methods(case, inp)
     assert list(methods) == [
-        bench.OURS_TV,
-        bench.OURS_PIL,
-        bench.TV_RESIZE,
-        bench.PIL_RESIZE,
-        bench.PROC_U8,
-        bench.PROC_FULL,
+        resize_suite.OURS_TV,
+        resize_suite.OURS_PIL,
+        resize_suite.TV_RESIZE,
+        resize_suite.PIL_RESIZE,
+        resize_suite.PROC_U8,
+        resize_suite.PROC_FULL,
     ]
     outputs = {name: fn() for name, fn in methods.items()}
-    for name in (bench.OURS_TV, bench.OURS_PIL):
+    for name in (resize_suite.OURS_TV, resize_suite.OURS_PIL):
         assert outputs[name].shape == out_shape and outputs[name].dtype == torch.bfloat16
-    assert outputs[bench.TV_RESIZE].shape == (3, h, w) and outputs[bench.TV_RESIZE].dtype == torch.uint8
-    assert outputs[bench.PIL_RESIZE].size == (w, h) and outputs[bench.PIL_RESIZE].mode == "RGB"
-    assert outputs[bench.PROC_U8].shape == processor_shape and outputs[bench.PROC_U8].dtype == torch.uint8
-    assert outputs[bench.PROC_FULL].shape == processor_shape and outputs[bench.PROC_FULL].dtype == torch.float32
+    assert outputs[resize_suite.TV_RESIZE].shape == (3, h, w) and outputs[resize_suite.TV_RESIZE].dtype == torch.uint8
+    assert outputs[resize_suite.PIL_RESIZE].size == (w, h) and outputs[resize_suite.PIL_RESIZE].mode == "RGB"
+    assert outputs[resize_suite.PROC_U8].shape == processor_shape and outputs[resize_suite.PROC_U8].dtype == torch.uint8
+    assert (
+        outputs[resize_suite.PROC_FULL].shape == processor_shape
+        and outputs[resize_suite.PROC_FULL].dtype == torch.float32
+    )
     # ours (reference="torchvision"), normalize off, is the processor's uint8 output.
-    identity = bench.FusedInputNorm.identity()
+    identity = FusedInputNorm.identity()
     if case.model == "qwen2vl":
         ours_u8 = identity.patchify(inp.chw, torch.float32, reference="torchvision", **inp.bounds)[0]
     else:
         ours_u8 = identity.resize(inp.chw, torch.float32, inp.size, reference="torchvision", crop=inp.crop)
-    assert torch.equal(ours_u8, outputs[bench.PROC_U8].reshape(out_shape).float())
+    assert torch.equal(ours_u8, outputs[resize_suite.PROC_U8].reshape(out_shape).float())
 
 
 @needs_resize_deps
 @pytest.mark.parametrize("case", RESIZE_TINY, ids=lambda c: c.name)
 def test_check_resize_passes_and_catches_a_wrong_result(case, monkeypatch):
-    inp = bench.make_resize_inputs(case)
-    assert bench.check_resize(case, inp) <= 1e-6  # ours within 1e-6 of the processor, uint8 resizes exact
-    real_resize = bench.FusedInputNorm.resize
-    monkeypatch.setattr(
-        bench.FusedInputNorm, "resize", lambda self, *a, **k: real_resize(self, *a, **k).add(1 / 255 / 0.27)
-    )
+    inp = resize_suite.make_resize_inputs(case)
+    assert resize_suite.check_resize(case, inp) <= 1e-6  # ours within 1e-6 of the processor, uint8 resizes exact
+    real_resize = FusedInputNorm.resize
+    monkeypatch.setattr(FusedInputNorm, "resize", lambda self, *a, **k: real_resize(self, *a, **k).add(1 / 255 / 0.27))
     with pytest.raises(AssertionError):
-        bench.check_resize(case, inp)
+        resize_suite.check_resize(case, inp)
 
 
 def test_resize_targets():
-    times = {bench.OURS_TV: 1.0, bench.OURS_PIL: 1.2, bench.TV_RESIZE: 1.0, bench.PIL_RESIZE: 3.5}
-    mins = {bench.OURS_TV: 0.9, bench.OURS_PIL: 1.1, bench.TV_RESIZE: 1.0, bench.PIL_RESIZE: 3.3}
-    one = bench.resize_targets(times, mins, threads=1)
-    assert list(one) == list(bench.RESIZE_TARGETS)
+    times = {
+        resize_suite.OURS_TV: 1.0,
+        resize_suite.OURS_PIL: 1.2,
+        resize_suite.TV_RESIZE: 1.0,
+        resize_suite.PIL_RESIZE: 3.5,
+    }
+    mins = {
+        resize_suite.OURS_TV: 0.9,
+        resize_suite.OURS_PIL: 1.1,
+        resize_suite.TV_RESIZE: 1.0,
+        resize_suite.PIL_RESIZE: 3.3,
+    }
+    one = resize_suite.resize_targets(times, mins, threads=1)
+    assert list(one) == list(resize_suite.RESIZE_TARGETS)
     tv, pil, pillow = one.values()
     assert tv == {"ratio": 1.0, "min_ratio": 0.9, "op": "<=", "bound": 1.0, "met": True}
     assert pil["ratio"] == 1.2 and pil["met"]
     assert pillow["ratio"] == 3.5 / 1.2 and not pillow["met"]  # 2.9x faster than Pillow: not the 3x
     # The Pillow target is set at 1 thread only; a missing method drops its targets.
-    assert list(bench.resize_targets(times, mins, threads=2)) == list(bench.RESIZE_TARGETS)[:2]
-    slow = {**times, bench.OURS_TV: 1.01}
-    assert not bench.resize_targets(slow, mins, threads=4)["reference=torchvision / torchvision resize"]["met"]
-    partial = {k: v for k, v in times.items() if k != bench.PIL_RESIZE}
-    assert list(bench.resize_targets(partial, mins, threads=1)) == list(bench.RESIZE_TARGETS)[:2]
+    assert list(resize_suite.resize_targets(times, mins, threads=2)) == list(resize_suite.RESIZE_TARGETS)[:2]
+    slow = {**times, resize_suite.OURS_TV: 1.01}
+    assert not resize_suite.resize_targets(slow, mins, threads=4)["reference=torchvision / torchvision resize"]["met"]
+    partial = {k: v for k, v in times.items() if k != resize_suite.PIL_RESIZE}
+    assert list(resize_suite.resize_targets(partial, mins, threads=1)) == list(resize_suite.RESIZE_TARGETS)[:2]
 
 
 @needs_resize_deps
@@ -227,13 +242,22 @@ def test_resize_report_structure(monkeypatch):
     assert [(r["case"], r["threads"]) for r in results] == [(c.name, t) for c in RESIZE_TINY[:2] for t in (1, 2)]
     assert set(report["resize_check_max_diff"]) == {c.name for c in RESIZE_TINY[:2]}
     for r in results:
-        methods = [bench.OURS_TV, bench.OURS_PIL, bench.TV_RESIZE, bench.PIL_RESIZE, bench.PROC_U8, bench.PROC_FULL]
+        methods = [
+            resize_suite.OURS_TV,
+            resize_suite.OURS_PIL,
+            resize_suite.TV_RESIZE,
+            resize_suite.PIL_RESIZE,
+            resize_suite.PROC_U8,
+            resize_suite.PROC_FULL,
+        ]
         assert list(r["times_ms"]) == methods and r["reps"] == 1
         assert all(math.isfinite(ms) and ms > 0 for ms in r["times_ms"].values())
         assert all(r["min_ms"][k] <= r["times_ms"][k] for k in methods)
-        expected_targets = list(bench.RESIZE_TARGETS) if r["threads"] == 1 else list(bench.RESIZE_TARGETS)[:2]
+        expected_targets = (
+            list(resize_suite.RESIZE_TARGETS) if r["threads"] == 1 else list(resize_suite.RESIZE_TARGETS)[:2]
+        )
         assert list(r["targets"]) == expected_targets
-        assert set(r["ratios"]) == set(bench.RESIZE_RATIOS)
+        assert set(r["ratios"]) == set(resize_suite.RESIZE_RATIOS)
     text = bench.format_report(report)
     assert all(c.name in text for c in RESIZE_TINY[:2]) and "| case | threads |" in text
     assert "target <= 1x" in text and "target >= 3x" in text and ("met" in text or "NOT MET" in text)
@@ -251,12 +275,12 @@ def test_resize_cases_are_selected_by_regex_and_threads_parsed(monkeypatch):
     monkeypatch.setattr(bench, "format_report", lambda report: "")
     monkeypatch.setattr(bench, "missing_resize_dependencies", lambda: [])
     bench.main(["--cases", "^resize", "--no-compile", "--resize-threads", "2,1"])
-    assert seen["cases"] == bench.RESIZE_CASES and seen["resize_threads"] == [1, 2]
+    assert seen["cases"] == resize_suite.RESIZE_CASES and seen["resize_threads"] == [1, 2]
     bench.main(["--cases", "^qwen2vl 1 image"])
-    assert seen["cases"] == [bench.CASES[bench.SMALL_CASE]] and seen["resize_threads"] is None
+    assert seen["cases"] == [layouts.CASES[layouts.SMALL_CASE]] and seen["resize_threads"] is None
     monkeypatch.setattr(bench, "missing_jpeg_dependencies", lambda: [])
     bench.main([])
-    assert seen["cases"] == [*bench.CASES, *bench.RESIZE_CASES, *bench.JPEG_CASES]
+    assert seen["cases"] == [*layouts.CASES, *resize_suite.RESIZE_CASES, *jpeg_suite.JPEG_CASES]
 
 
 def test_resize_cases_without_their_dependencies_fail_before_timing(monkeypatch, capsys):
@@ -270,13 +294,13 @@ def test_resize_cases_without_their_dependencies_fail_before_timing(monkeypatch,
 
 
 def test_resize_case_names_and_geometry():
-    names = [c.name for c in bench.RESIZE_CASES]
+    names = [c.name for c in resize_suite.RESIZE_CASES]
     assert all(name.startswith("resize ") for name in names) and len(set(names)) == len(names)
-    assert not any(re.search("^resize", c.name) for c in bench.CASES)  # '^resize' selects only these
-    assert [c.photo for c in bench.RESIZE_CASES] == [(600, 800), (1080, 1920), (3024, 4032), (1080, 1920)]
-    assert [bench.smart_resize(*c.photo) for c in bench.RESIZE_CASES[:3]] == [(588, 812), (728, 1316), (840, 1148)]
-    assert bench.clip_geometry(1080, 1920, 224, 224, 224) == ((224, 398), (0, 87, 224, 224))
-    assert bench.clip_geometry(1920, 1080, 224, 224, 224) == ((398, 224), (87, 0, 224, 224))
+    assert not any(re.search("^resize", c.name) for c in layouts.CASES)  # '^resize' selects only these
+    assert [c.photo for c in resize_suite.RESIZE_CASES] == [(600, 800), (1080, 1920), (3024, 4032), (1080, 1920)]
+    assert [smart_resize(*c.photo) for c in resize_suite.RESIZE_CASES[:3]] == [(588, 812), (728, 1316), (840, 1148)]
+    assert resize_suite.clip_geometry(1080, 1920, 224, 224, 224) == ((224, 398), (0, 87, 224, 224))
+    assert resize_suite.clip_geometry(1920, 1080, 224, 224, 224) == ((398, 224), (87, 0, 224, 224))
 
 
 @needs_resize_deps
@@ -291,45 +315,62 @@ def test_plot_with_resize_cases_writes_a_png(tmp_path):
 
 # ----- JPEG cases: bytes end to end, FusedImageProcessor against the processors -----
 
-JPEG_TINY = bench.JpegCase("jpeg tiny", (60, 80), (("processor / fused tv", 3.0),))
+JPEG_TINY = jpeg_suite.JpegCase("jpeg tiny", (60, 80), (("processor / fused tv", 3.0),))
 
 
 def _missing_jpeg() -> list[str]:
-    return bench.missing_jpeg_dependencies()
+    return jpeg_suite.missing_jpeg_dependencies()
 
 
 needs_jpeg_deps = pytest.mark.skipif(bool(_missing_jpeg()), reason=f"the jpeg cases need {', '.join(_missing_jpeg())}")
 
 
 def test_jpeg_case_names_and_targets():
-    names = [c.name for c in bench.JPEG_CASES]
+    names = [c.name for c in jpeg_suite.JPEG_CASES]
     assert all(name.startswith("jpeg ") for name in names) and len(set(names)) == len(names)
-    assert not any(re.search("^jpeg", c.name) for c in [*bench.CASES, *bench.RESIZE_CASES])
-    assert not any(re.search("^resize", c.name) for c in bench.JPEG_CASES)
-    assert [c.photo for c in bench.JPEG_CASES] == [(1080, 1920), (3024, 4032)]
-    assert dict(bench.JPEG_CASES[1].targets) == {"processor / fused tv": 3.0}  # the 12 MP photo's target
-    assert all(name in bench.JPEG_RATIOS for c in bench.JPEG_CASES for name, _ in c.targets)
+    assert not any(re.search("^jpeg", c.name) for c in [*layouts.CASES, *resize_suite.RESIZE_CASES])
+    assert not any(re.search("^resize", c.name) for c in jpeg_suite.JPEG_CASES)
+    assert [c.photo for c in jpeg_suite.JPEG_CASES] == [(1080, 1920), (3024, 4032)]
+    assert dict(jpeg_suite.JPEG_CASES[1].targets) == {"processor / fused tv": 3.0}  # the 12 MP photo's target
+    assert all(name in jpeg_suite.JPEG_RATIOS for c in jpeg_suite.JPEG_CASES for name, _ in c.targets)
 
 
 def test_jpeg_ratios_and_targets():
-    times = {bench.FUSED_TV: 10.0, bench.FUSED_PIL: 12.0, bench.PIL_PROC: 31.0, bench.PIL_PIL_PROC: 30.0}
-    mins = {bench.FUSED_TV: 9.0, bench.FUSED_PIL: 11.0, bench.PIL_PROC: 27.0, bench.PIL_PIL_PROC: 29.0}
-    r = bench.jpeg_ratios(JPEG_TINY, times, mins)
-    assert list(r) == list(bench.JPEG_RATIOS)
+    times = {
+        jpeg_suite.FUSED_TV: 10.0,
+        jpeg_suite.FUSED_PIL: 12.0,
+        jpeg_suite.PIL_PROC: 31.0,
+        jpeg_suite.PIL_PIL_PROC: 30.0,
+    }
+    mins = {
+        jpeg_suite.FUSED_TV: 9.0,
+        jpeg_suite.FUSED_PIL: 11.0,
+        jpeg_suite.PIL_PROC: 27.0,
+        jpeg_suite.PIL_PIL_PROC: 29.0,
+    }
+    r = jpeg_suite.jpeg_ratios(JPEG_TINY, times, mins)
+    assert list(r) == list(jpeg_suite.JPEG_RATIOS)
     assert r["processor / fused tv"] == {"ratio": 3.1, "min_ratio": 3.0, "op": ">=", "bound": 3.0, "met": True}
     assert r["Pil processor / fused pil"] == {"ratio": 2.5, "min_ratio": 29.0 / 11.0}  # no target: no verdict
-    assert not bench.jpeg_ratios(JPEG_TINY, {**times, bench.PIL_PROC: 29.9}, mins)["processor / fused tv"]["met"]
-    untargeted = bench.JpegCase("jpeg no target", (60, 80))
-    assert all("bound" not in v for v in bench.jpeg_ratios(untargeted, times, mins).values())
-    partial = {k: v for k, v in times.items() if k != bench.PIL_PIL_PROC}
-    assert list(bench.jpeg_ratios(JPEG_TINY, partial, mins)) == ["processor / fused tv"]
+    assert not jpeg_suite.jpeg_ratios(JPEG_TINY, {**times, jpeg_suite.PIL_PROC: 29.9}, mins)["processor / fused tv"][
+        "met"
+    ]
+    untargeted = jpeg_suite.JpegCase("jpeg no target", (60, 80))
+    assert all("bound" not in v for v in jpeg_suite.jpeg_ratios(untargeted, times, mins).values())
+    partial = {k: v for k, v in times.items() if k != jpeg_suite.PIL_PIL_PROC}
+    assert list(jpeg_suite.jpeg_ratios(JPEG_TINY, partial, mins)) == ["processor / fused tv"]
 
 
 @needs_jpeg_deps
 def test_jpeg_methods_produce_the_processors_output():
-    inp = bench.make_jpeg_inputs(JPEG_TINY)
+    inp = jpeg_suite.make_jpeg_inputs(JPEG_TINY)
     assert inp.data[:3] == b"\xff\xd8\xff"  # a JPEG
-    assert list(inp.methods) == [bench.FUSED_TV, bench.FUSED_PIL, bench.PIL_PROC, bench.PIL_PIL_PROC]
+    assert list(inp.methods) == [
+        jpeg_suite.FUSED_TV,
+        jpeg_suite.FUSED_PIL,
+        jpeg_suite.PIL_PROC,
+        jpeg_suite.PIL_PIL_PROC,
+    ]
     outputs = {name: fn() for name, fn in inp.methods.items()}
     for out in outputs.values():  # smart_resize(60, 80) = 56x84: 4 x 6 patches of one temporal group
         assert out.shape == (24, 3 * 2 * 14 * 14) and out.dtype == torch.float32 and out.device.type == "cpu"
@@ -338,8 +379,8 @@ def test_jpeg_methods_produce_the_processors_output():
 
 @needs_jpeg_deps
 def test_check_jpeg_passes_and_catches_a_wrong_result(monkeypatch):
-    inp = bench.make_jpeg_inputs(JPEG_TINY)
-    checked = bench.check_jpeg(JPEG_TINY, inp)
+    inp = jpeg_suite.make_jpeg_inputs(JPEG_TINY)
+    checked = jpeg_suite.check_jpeg(JPEG_TINY, inp)
     assert checked["torchvision: same pixels"] <= 1e-6 and checked["pil: same pixels"] <= 1e-6
     assert checked["decoders: max levels"] >= 0 and 0 <= checked["decoders: fraction differing"] <= 1
     real = type(inp.fused["torchvision"]).__call__
@@ -350,7 +391,7 @@ def test_check_jpeg_passes_and_catches_a_wrong_result(monkeypatch):
 
     monkeypatch.setattr(type(inp.fused["torchvision"]), "__call__", off_by_a_level)
     with pytest.raises(AssertionError, match="same pixels"):
-        bench.check_jpeg(JPEG_TINY, inp)
+        jpeg_suite.check_jpeg(JPEG_TINY, inp)
 
 
 @needs_jpeg_deps
@@ -362,12 +403,12 @@ def test_jpeg_report_structure(monkeypatch):
     assert report["results"] == [] and report["resize_results"] == []
     assert [(r["case"], r["threads"]) for r in report["jpeg_results"]] == [(JPEG_TINY.name, 1), (JPEG_TINY.name, 2)]
     assert set(report["jpeg_check"]) == {JPEG_TINY.name}
-    methods = [bench.FUSED_TV, bench.FUSED_PIL, bench.PIL_PROC, bench.PIL_PIL_PROC]
+    methods = [jpeg_suite.FUSED_TV, jpeg_suite.FUSED_PIL, jpeg_suite.PIL_PROC, jpeg_suite.PIL_PIL_PROC]
     for r in report["jpeg_results"]:
         assert list(r["times_ms"]) == methods and r["reps"] == 1 and r["out_shape"] == [24, 1176]
         assert all(math.isfinite(ms) and ms > 0 for ms in r["times_ms"].values())
         assert all(r["min_ms"][k] <= r["times_ms"][k] for k in methods)
-        assert list(r["ratios"]) == list(bench.JPEG_RATIOS) and "met" in r["ratios"]["processor / fused tv"]
+        assert list(r["ratios"]) == list(jpeg_suite.JPEG_RATIOS) and "met" in r["ratios"]["processor / fused tv"]
         assert r["jpeg_bytes"] > 0 and math.isfinite(r["load_average"])
     text = bench.format_report(report)
     assert JPEG_TINY.name in text and "| case | threads | load |" in text
@@ -394,9 +435,9 @@ def test_jpeg_cases_are_selected_by_regex(monkeypatch):
     monkeypatch.setattr(bench, "missing_resize_dependencies", lambda: [])
     monkeypatch.setattr(bench, "missing_jpeg_dependencies", lambda: [])
     bench.main(["--cases", "^jpeg", "--no-compile"])
-    assert seen["cases"] == bench.JPEG_CASES
+    assert seen["cases"] == jpeg_suite.JPEG_CASES
     bench.main(["--cases", "^jpeg .*4032x3024", "--no-compile"])
-    assert seen["cases"] == bench.JPEG_CASES[1:]
+    assert seen["cases"] == jpeg_suite.JPEG_CASES[1:]
 
 
 @needs_jpeg_deps
@@ -416,6 +457,6 @@ def test_compile_worker_drops_only_the_cuda_home_guess():
     def record(msg, *args):
         return logging.LogRecord("torch.utils.cpp_extension", logging.WARNING, __file__, 0, msg, args, None)
 
-    assert not bench._no_cuda_home_guess(record("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local"))
-    assert bench._no_cuda_home_guess(record("No ROCm runtime is found, using ROCM_HOME='%s'", "/opt/rocm"))
-    assert bench._no_cuda_home_guess(record("Error checking compiler version for %s", "c++"))
+    assert not layouts._no_cuda_home_guess(record("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local"))
+    assert layouts._no_cuda_home_guess(record("No ROCm runtime is found, using ROCM_HOME='%s'", "/opt/rocm"))
+    assert layouts._no_cuda_home_guess(record("Error checking compiler version for %s", "c++"))
