@@ -23,3 +23,14 @@ def test_build_outputs_are_ignored(path):
         pytest.skip("not a git checkout")
     result = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=ROOT)
     assert result.returncode == 0, f"{path} is not covered by .gitignore"
+
+
+def test_every_python_package_folder_is_in_the_wheel():
+    """setuptools is given the package list by hand (pyproject.toml): a subpackage missing from it would be
+    missing from the wheel (python -m fused_input_norm.bench would fail once installed)."""
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(init.parent.relative_to(root).parts) for init in (root / "fused_input_norm").rglob("__init__.py")}
+    assert found == listed, f"pyproject.toml lists {sorted(listed)}, the tree has {sorted(found)}"
