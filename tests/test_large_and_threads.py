@@ -38,16 +38,16 @@ def test_threads_give_bit_identical_results():
     serial_op = [affine(x, weight, bias, 1, torch.bfloat16) for x in inputs]
     serial_module = [norm(x.view(257, -1), torch.bfloat16) for x in inputs]
 
-    results, errors = {}, []
+    results, errors = {}, []  # every iteration's outputs, kept: a race in any of them must show
     start = threading.Barrier(8)
 
     def work(i):
         try:
             start.wait()
-            for _ in range(20):
+            for it in range(20):
                 out = torch.empty(inputs[i].shape, dtype=torch.bfloat16)
                 affine_out(out, inputs[i], weight, bias, 1)
-                results[i] = (
+                results[i, it] = (
                     out,
                     affine(inputs[i], weight, bias, 1, torch.bfloat16),
                     norm(inputs[i].view(257, -1), torch.bfloat16),
@@ -61,6 +61,8 @@ def test_threads_give_bit_identical_results():
     for t in threads:
         t.join()
     assert not errors, errors
-    for i in range(8):
-        out, y, m = results[i]
-        assert torch.equal(out, serial_op[i]) and torch.equal(y, serial_op[i]) and torch.equal(m, serial_module[i])
+    assert len(results) == 8 * 20
+    for (i, it), (out, y, m) in results.items():
+        assert torch.equal(out, serial_op[i]), (i, it)
+        assert torch.equal(y, serial_op[i]), (i, it)
+        assert torch.equal(m, serial_module[i]), (i, it)
