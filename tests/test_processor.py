@@ -184,8 +184,9 @@ def test_png_bytes_match_transformers(config, reference, record_property):
 
 @pytest.mark.parametrize("reference", REFERENCES)
 def test_jpeg_bytes_match_transformers_given_the_same_decode(reference, record_property):
-    """JPEG decoders may differ (torchvision's libjpeg-turbo vs Pillow's): parity is on the same decoded pixels,
-    and the decoders' own difference is measured and reported, not ours to fix."""
+    """JPEG bytes mean Pillow's decode (test_bytes.py). The processor decodes 8-bit RGB/L JPEGs with torchvision
+    because its libjpeg-turbo gives Pillow's pixels: asserted here on the photos, with the result against
+    transformers fed either decoder's pixels."""
     config = CONFIGS["qwen2-vl"]
     photos = [photo(n) for n in PHOTOS]
     jpegs = [encode(p, "JPEG", quality=90) for p in photos]
@@ -214,6 +215,8 @@ def test_jpeg_bytes_match_transformers_given_the_same_decode(reference, record_p
         f"pixel_values vs the processor on Pillow's decode: max |diff| {effect:.3g}"
     )
     assert all(a.shape == b.shape for a, b in pairs)
+    assert levels == 0 and share == 0, "torchvision's JPEG decode is no longer Pillow's: bytes would change meaning"
+    assert effect <= FP32_ATOL, f"pixel_values vs the processor on Pillow's decode: max |diff| {effect}"
 
 
 @pytest.mark.parametrize("reference", REFERENCES)
