@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from conftest import CLIP_MEAN, CLIP_STD, RecordOps
+from conftest import CLIP_MEAN, CLIP_STD, RecordOps, requires_cuda
 from torch import nn
 
 from fused_input_norm import FusedInputNorm, vllm_plugin
@@ -56,6 +56,29 @@ def operand_magnitude(norm, x):
     shape = [1, -1] + [1] * (channels.dim() - 2)
     magnitude = channels.double().abs() * norm.weight.double().abs().view(shape) + norm.bias.double().abs().view(shape)
     return magnitude.reshape(x.shape)
+
+
+@requires_vllm
+@requires_cuda
+@pytest.mark.parametrize("layout", ["pcl", "bchw"])
+@pytest.mark.parametrize("in_dtype", [torch.uint8, torch.float32], ids=str)
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("method", ["forward", "forward_cuda"])
+def test_forward_cuda_on_cuda_tensors(upstream, layout, in_dtype, out_dtype, method):
+    """The path a GPU server runs: the module and the pixels on the GPU, forward_cuda (what forward dispatches
+    to there) through this package's CUDA kernel, against vLLM's eager forward_native on the same tensors."""
+    gen = torch.Generator().manual_seed(7 + len(layout))
+    norm = upstream(CLIP_MEAN, CLIP_STD, 1 / 255, 3, layout=layout).to("cuda")
+    x = pixels(layout, in_dtype, gen).to("cuda")
+    with RecordOps() as record:
+        got = getattr(norm, method)(x, out_dtype)
+    assert record.ops().count(AFFINE) == 1, "did not run torch.ops.fused_input_norm.affine"
+    assert got.device.type == "cuda" and got.dtype == out_dtype and got.shape == x.shape
+    expected = upstream.forward_native(norm, x, out_dtype)
+    if out_dtype == torch.bfloat16:
+        assert_within_one_bf16_ulp(got.cpu(), expected.cpu(), operand_magnitude(norm, x).cpu())
+    else:
+        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
 
 
 def assert_within_one_bf16_ulp(got, expected, magnitude):
