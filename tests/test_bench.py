@@ -3,25 +3,31 @@ every method, floor and ratio. No timing is asserted."""
 
 import importlib.util
 import math
+import os
 import re
 
 import pytest
 import torch
 
-from fused_input_norm import FusedInputNorm, bench, smart_resize
+from fused_input_norm import FusedInputNorm, smart_resize
+from fused_input_norm.bench import __main__ as cli
+from fused_input_norm.bench import affine as affine_suite
 from fused_input_norm.bench import common as bench_common
 from fused_input_norm.bench import jpeg as jpeg_suite
-from fused_input_norm.bench import layouts
 from fused_input_norm.bench import resize as resize_suite
 
 TINY = [
-    layouts.Case("patches u8->bf16", (5, 3, 392), torch.uint8, torch.bfloat16, 1),
-    layouts.Case("NHWC u8->bf16", (2, 8, 8, 3), torch.uint8, torch.bfloat16, -1),
-    layouts.Case("HWC->CHW u8->f32", (2, 8, 8, 3), torch.uint8, torch.float32, 1, layouts.nhwc_as_nchw),
-    layouts.Case("patchify video", (4, 3, 56, 84), torch.uint8, torch.bfloat16, 5, layouts.qwen2vl_patch_view),
-    layouts.Case("patchify image", (1, 3, 28, 56), torch.uint8, torch.bfloat16, 5, layouts.image_as_two_frames),
-    layouts.Case("patches[1:]", (4, 1176), torch.uint8, torch.bfloat16, 1, layouts.rows_after_first),
-    layouts.Case("broadcast", (3, 8, 8), torch.uint8, torch.bfloat16, 1, layouts.batch_of_32),
+    affine_suite.Case("patches u8->bf16", (5, 3, 392), torch.uint8, torch.bfloat16, 1),
+    affine_suite.Case("NHWC u8->bf16", (2, 8, 8, 3), torch.uint8, torch.bfloat16, -1),
+    affine_suite.Case("HWC->CHW u8->f32", (2, 8, 8, 3), torch.uint8, torch.float32, 1, affine_suite.nhwc_as_nchw),
+    affine_suite.Case(
+        "patchify video", (4, 3, 56, 84), torch.uint8, torch.bfloat16, 5, affine_suite.qwen2vl_patch_view
+    ),
+    affine_suite.Case(
+        "patchify image", (1, 3, 28, 56), torch.uint8, torch.bfloat16, 5, affine_suite.image_as_two_frames
+    ),
+    affine_suite.Case("patches[1:]", (4, 1176), torch.uint8, torch.bfloat16, 1, affine_suite.rows_after_first),
+    affine_suite.Case("broadcast", (3, 8, 8), torch.uint8, torch.bfloat16, 1, affine_suite.batch_of_32),
 ]
 
 
@@ -29,7 +35,7 @@ def test_patch_view_is_qwen2vl_pixel_values():
     """The 9-D view, made contiguous, is the processor's row layout: channel-major rows of T*P*P pixels,
     built here independently by cutting each 2x2 merge group of 14x14 patches out of the frames."""
     frames = torch.randint(0, 256, (4, 3, 56, 84), dtype=torch.uint8)
-    rows = layouts.qwen2vl_patch_view(frames).contiguous().view(-1, 3 * 2 * 14 * 14)
+    rows = affine_suite.qwen2vl_patch_view(frames).contiguous().view(-1, 3 * 2 * 14 * 14)
     expected = []
     for t in range(0, 4, 2):
         for bh in range(56 // 28):
@@ -39,48 +45,54 @@ def test_patch_view_is_qwen2vl_pixel_values():
                         h, w = (bh * 2 + mh) * 14, (bw * 2 + mw) * 14
                         expected.append(frames[t : t + 2, :, h : h + 14, w : w + 14].transpose(0, 1).reshape(-1))
     assert torch.equal(rows, torch.stack(expected))
-    assert layouts.qwen2vl_patch_view(frames).data_ptr() == frames.data_ptr()  # a view, no copy
+    assert affine_suite.qwen2vl_patch_view(frames).data_ptr() == frames.data_ptr()  # a view, no copy
 
 
 def test_case_views_are_the_layouts_they_name():
-    _, hwc = layouts.make_input(TINY[2], torch.device("cpu"))
+    _, hwc = affine_suite.make_input(TINY[2], torch.device("cpu"))
     assert hwc.shape == (2, 3, 8, 8) and hwc.stride(1) == 1
-    stored, image = layouts.make_input(TINY[4], torch.device("cpu"))
+    stored, image = affine_suite.make_input(TINY[4], torch.device("cpu"))
     assert image.stride(6) == 0 and image.shape[6] == 2  # the temporal axis repeats one frame
-    stored, rows = layouts.make_input(TINY[5], torch.device("cpu"))
+    stored, rows = affine_suite.make_input(TINY[5], torch.device("cpu"))
     assert rows.is_contiguous() and (rows.data_ptr() - stored.data_ptr()) == 1176
-    _, batch = layouts.make_input(TINY[6], torch.device("cpu"))
+    _, batch = affine_suite.make_input(TINY[6], torch.device("cpu"))
     assert batch.shape == (32, 3, 8, 8) and batch.stride(0) == 0
 
 
 def test_report_structure():
-    report = bench.run(torch.device("cpu"), reps=1, with_compile=False, cases=TINY)
+    report = cli.run(torch.device("cpu"), reps=1, with_compile=False, cases=TINY)
     assert [r["case"] for r in report["results"]] == [c.name for c in TINY]
     for case, r in zip(TINY, report["results"], strict=True):
-        expected = {layouts.OP_OUT, layouts.OP_ALLOC, layouts.EAGER, layouts.COPY_VIEW, layouts.COPY_CONTIG}
+        expected = {
+            affine_suite.OP_OUT,
+            affine_suite.OP_ALLOC,
+            affine_suite.EAGER,
+            affine_suite.COPY_VIEW,
+            affine_suite.COPY_CONTIG,
+        }
         if case.dim == 1:
-            expected.add(layouts.BATCH_NORM)
+            expected.add(affine_suite.BATCH_NORM)
         assert set(r["times_ms"]) == expected
         assert all(math.isfinite(ms) and ms > 0 for ms in r["times_ms"].values())
         assert set(r["min_ms"]) == expected and all(r["min_ms"][k] <= r["times_ms"][k] for k in expected)
         assert set(r["ratios"]) == {"op/copy_(view)", "op/contiguous floor", "alloc/out=", "eager/op"}
-        assert r["ratios"]["alloc/out="] == r["times_ms"][layouts.OP_ALLOC] / r["times_ms"][layouts.OP_OUT]
+        assert r["ratios"]["alloc/out="] == r["times_ms"][affine_suite.OP_ALLOC] / r["times_ms"][affine_suite.OP_OUT]
         assert r["reps"] == 1
         element_bytes = 1 + torch.empty(0, dtype=case.out_dtype).element_size()
-        _, x = layouts.make_input(case, torch.device("cpu"))
+        _, x = affine_suite.make_input(case, torch.device("cpu"))
         assert r["bytes"] == x.numel() * element_bytes
-    text = bench.format_report(report)
+    text = cli.format_report(report)
     assert all(c.name in text for c in TINY) and "| case |" in text
 
 
 def test_check_op_catches_a_wrong_result(monkeypatch):
     case = TINY[2]
-    _, x = layouts.make_input(case, torch.device("cpu"))
-    norm = layouts.clip_norm(torch.device("cpu"))
-    layouts.check_op(case, x, norm)
-    monkeypatch.setattr(layouts, "affine", lambda x, w, b, dim, dtype: torch.zeros(x.shape, dtype=dtype))
+    _, x = affine_suite.make_input(case, torch.device("cpu"))
+    norm = affine_suite.clip_norm(torch.device("cpu"))
+    affine_suite.check_op(case, x, norm)
+    monkeypatch.setattr(affine_suite, "affine", lambda x, w, b, dim, dtype: torch.zeros(x.shape, dtype=dtype))
     with pytest.raises(AssertionError):
-        layouts.check_op(case, x, norm)
+        affine_suite.check_op(case, x, norm)
 
 
 def test_failing_method_is_reported_not_timed():
@@ -97,41 +109,44 @@ def test_plot_without_matplotlib_fails_before_timing(monkeypatch, capsys):
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name: None if name == "matplotlib" else real_find_spec(name)
     )
-    monkeypatch.setattr(bench, "run", lambda *a, **k: pytest.fail("timed before checking for matplotlib"))
+    monkeypatch.setattr(cli, "run", lambda *a, **k: pytest.fail("timed before checking for matplotlib"))
     with pytest.raises(SystemExit) as exit_info:
-        bench.main(["--plot", "x.png", "--no-compile"])
+        cli.main(["--plot", "x.png", "--no-compile"])
     assert exit_info.value.code == 2
     assert "pip install matplotlib" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (the [plot] extra)")
 def test_plot_writes_a_png(tmp_path):
-    report = bench.run(torch.device("cpu"), reps=1, with_compile=False, cases=TINY[:3])
+    report = cli.run(torch.device("cpu"), reps=1, with_compile=False, cases=TINY[:3])
     path = tmp_path / "bench.png"
-    bench.plot(report, str(path))
+    cli.plot(report, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_unknown_cases_are_rejected(capsys):
     with pytest.raises(SystemExit):
-        bench.main(["--cases", "no such case", "--no-compile"])
+        cli.main(["--cases", "no such case", "--no-compile"])
     assert "matches none" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 def test_compiled_code_is_timed_in_a_subprocess_beside_the_op():
     """The smallest real case end to end: torch.compile runs in the subprocess, which re-times op (out=)."""
-    case = layouts.CASES[layouts.SMALL_CASE]
-    report = bench.run(torch.device("cpu"), reps=1, cases=[case])
+    case = affine_suite.CASES[affine_suite.SMALL_CASE]
+    report = cli.run(torch.device("cpu"), reps=1, cases=[case])
     (r,) = report["results"]
     assert "compile_error" not in report
-    assert {layouts.COMPILED, layouts.OP_OUT_COMPILE_RUN} <= set(r["times_ms"]) and r["compile_s"] > 0
-    assert r["ratios"]["compiled/op"] == r["times_ms"][layouts.COMPILED] / r["times_ms"][layouts.OP_OUT_COMPILE_RUN]
+    assert {affine_suite.COMPILED, affine_suite.OP_OUT_COMPILE_RUN} <= set(r["times_ms"]) and r["compile_s"] > 0
+    assert (
+        r["ratios"]["compiled/op"]
+        == r["times_ms"][affine_suite.COMPILED] / r["times_ms"][affine_suite.OP_OUT_COMPILE_RUN]
+    )
 
 
 def test_compile_needs_a_case_the_subprocess_knows():
-    with pytest.raises(ValueError, match=r"only knows bench\.CASES"):
-        bench.run(torch.device("cpu"), reps=1, cases=TINY[:1])
+    with pytest.raises(ValueError, match=r"only knows bench\.affine\.CASES"):
+        cli.run(torch.device("cpu"), reps=1, cases=TINY[:1])
 
 
 # ----- Resize cases: tiny photos, every method, the checks, the targets, the switch -----
@@ -233,9 +248,11 @@ def test_resize_targets():
 
 @needs_resize_deps
 def test_resize_report_structure(monkeypatch):
-    monkeypatch.setattr(bench, "run_compiled_subprocess", lambda *a: pytest.fail("resize cases have no compiled run"))
+    monkeypatch.setattr(
+        affine_suite, "run_compiled_subprocess", lambda *a: pytest.fail("resize cases have no compiled run")
+    )
     threads = torch.get_num_threads()
-    report = bench.run(torch.device("cpu"), reps=1, cases=RESIZE_TINY[:2], resize_threads=[1, 2])
+    report = cli.run(torch.device("cpu"), reps=1, cases=RESIZE_TINY[:2], resize_threads=[1, 2])
     assert torch.get_num_threads() == threads  # restored
     assert report["results"] == [] and "compile_error" not in report
     results = report["resize_results"]
@@ -258,7 +275,7 @@ def test_resize_report_structure(monkeypatch):
         )
         assert list(r["targets"]) == expected_targets
         assert set(r["ratios"]) == set(resize_suite.RESIZE_RATIOS)
-    text = bench.format_report(report)
+    text = cli.format_report(report)
     assert all(c.name in text for c in RESIZE_TINY[:2]) and "| case | threads |" in text
     assert "target <= 1x" in text and "target >= 3x" in text and ("met" in text or "NOT MET" in text)
     assert "| case | op (out=) |" not in text  # no affine table without affine cases
@@ -271,32 +288,32 @@ def test_resize_cases_are_selected_by_regex_and_threads_parsed(monkeypatch):
         seen.update(cases=cases, with_compile=with_compile, resize_threads=resize_threads)
         return {"results": [], "resize_results": [], "jpeg_results": []}
 
-    monkeypatch.setattr(bench, "run", fake_run)
-    monkeypatch.setattr(bench, "format_report", lambda report: "")
-    monkeypatch.setattr(bench, "missing_resize_dependencies", lambda: [])
-    bench.main(["--cases", "^resize", "--no-compile", "--resize-threads", "2,1"])
+    monkeypatch.setattr(cli, "run", fake_run)
+    monkeypatch.setattr(cli, "format_report", lambda report: "")
+    monkeypatch.setattr(cli, "missing_resize_dependencies", lambda: [])
+    cli.main(["--cases", "^resize", "--no-compile", "--resize-threads", "2,1"])
     assert seen["cases"] == resize_suite.RESIZE_CASES and seen["resize_threads"] == [1, 2]
-    bench.main(["--cases", "^qwen2vl 1 image"])
-    assert seen["cases"] == [layouts.CASES[layouts.SMALL_CASE]] and seen["resize_threads"] is None
-    monkeypatch.setattr(bench, "missing_jpeg_dependencies", lambda: [])
-    bench.main([])
-    assert seen["cases"] == [*layouts.CASES, *resize_suite.RESIZE_CASES, *jpeg_suite.JPEG_CASES]
+    cli.main(["--cases", "^qwen2vl 1 image"])
+    assert seen["cases"] == [affine_suite.CASES[affine_suite.SMALL_CASE]] and seen["resize_threads"] is None
+    monkeypatch.setattr(cli, "missing_jpeg_dependencies", lambda: [])
+    cli.main([])
+    assert seen["cases"] == [*affine_suite.CASES, *resize_suite.RESIZE_CASES, *jpeg_suite.JPEG_CASES]
 
 
 def test_resize_cases_without_their_dependencies_fail_before_timing(monkeypatch, capsys):
-    monkeypatch.setattr(bench, "missing_resize_dependencies", lambda: ["torchvision"])
-    monkeypatch.setattr(bench, "run", lambda *a, **k: pytest.fail("timed without the resize dependencies"))
+    monkeypatch.setattr(cli, "missing_resize_dependencies", lambda: ["torchvision"])
+    monkeypatch.setattr(cli, "run", lambda *a, **k: pytest.fail("timed without the resize dependencies"))
     with pytest.raises(SystemExit):
-        bench.main(["--cases", "^resize", "--no-compile"])
+        cli.main(["--cases", "^resize", "--no-compile"])
     assert "need torchvision" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench.main(["--cases", "^resize", "--resize-threads", "0"])
+        cli.main(["--cases", "^resize", "--resize-threads", "0"])
 
 
 def test_resize_case_names_and_geometry():
     names = [c.name for c in resize_suite.RESIZE_CASES]
     assert all(name.startswith("resize ") for name in names) and len(set(names)) == len(names)
-    assert not any(re.search("^resize", c.name) for c in layouts.CASES)  # '^resize' selects only these
+    assert not any(re.search("^resize", c.name) for c in affine_suite.CASES)  # '^resize' selects only these
     assert [c.photo for c in resize_suite.RESIZE_CASES] == [(600, 800), (1080, 1920), (3024, 4032), (1080, 1920)]
     assert [smart_resize(*c.photo) for c in resize_suite.RESIZE_CASES[:3]] == [(588, 812), (728, 1316), (840, 1148)]
     assert resize_suite.clip_geometry(1080, 1920, 224, 224, 224) == ((224, 398), (0, 87, 224, 224))
@@ -306,10 +323,10 @@ def test_resize_case_names_and_geometry():
 @needs_resize_deps
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (the [plot] extra)")
 def test_plot_with_resize_cases_writes_a_png(tmp_path):
-    report = bench.run(torch.device("cpu"), reps=1, with_compile=False, cases=[TINY[0], RESIZE_TINY[1]])
+    report = cli.run(torch.device("cpu"), reps=1, with_compile=False, cases=[TINY[0], RESIZE_TINY[1]])
     for r in (report, {**report, "results": []}):  # with and without affine panels
         path = tmp_path / "bench.png"
-        bench.plot(r, str(path))
+        cli.plot(r, str(path))
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -328,7 +345,7 @@ needs_jpeg_deps = pytest.mark.skipif(bool(_missing_jpeg()), reason=f"the jpeg ca
 def test_jpeg_case_names_and_targets():
     names = [c.name for c in jpeg_suite.JPEG_CASES]
     assert all(name.startswith("jpeg ") for name in names) and len(set(names)) == len(names)
-    assert not any(re.search("^jpeg", c.name) for c in [*layouts.CASES, *resize_suite.RESIZE_CASES])
+    assert not any(re.search("^jpeg", c.name) for c in [*affine_suite.CASES, *resize_suite.RESIZE_CASES])
     assert not any(re.search("^resize", c.name) for c in jpeg_suite.JPEG_CASES)
     assert [c.photo for c in jpeg_suite.JPEG_CASES] == [(1080, 1920), (3024, 4032)]
     assert dict(jpeg_suite.JPEG_CASES[1].targets) == {"processor / fused tv": 3.0}  # the 12 MP photo's target
@@ -396,9 +413,11 @@ def test_check_jpeg_passes_and_catches_a_wrong_result(monkeypatch):
 
 @needs_jpeg_deps
 def test_jpeg_report_structure(monkeypatch):
-    monkeypatch.setattr(bench, "run_compiled_subprocess", lambda *a: pytest.fail("jpeg cases have no compiled run"))
+    monkeypatch.setattr(
+        affine_suite, "run_compiled_subprocess", lambda *a: pytest.fail("jpeg cases have no compiled run")
+    )
     threads = torch.get_num_threads()
-    report = bench.run(torch.device("cpu"), reps=1, cases=[JPEG_TINY], resize_threads=[1, 2])
+    report = cli.run(torch.device("cpu"), reps=1, cases=[JPEG_TINY], resize_threads=[1, 2])
     assert torch.get_num_threads() == threads  # restored
     assert report["results"] == [] and report["resize_results"] == []
     assert [(r["case"], r["threads"]) for r in report["jpeg_results"]] == [(JPEG_TINY.name, 1), (JPEG_TINY.name, 2)]
@@ -410,16 +429,16 @@ def test_jpeg_report_structure(monkeypatch):
         assert all(r["min_ms"][k] <= r["times_ms"][k] for k in methods)
         assert list(r["ratios"]) == list(jpeg_suite.JPEG_RATIOS) and "met" in r["ratios"]["processor / fused tv"]
         assert r["jpeg_bytes"] > 0 and math.isfinite(r["load_average"])
-    text = bench.format_report(report)
+    text = cli.format_report(report)
     assert JPEG_TINY.name in text and "| case | threads | load |" in text
     assert "target >= 3x" in text and ("met" in text or "NOT MET" in text) and "decode" in text
 
 
 def test_jpeg_cases_without_their_dependencies_fail_before_timing(monkeypatch, capsys):
-    monkeypatch.setattr(bench, "missing_jpeg_dependencies", lambda: ["fused_input_norm.FusedImageProcessor"])
-    monkeypatch.setattr(bench, "run", lambda *a, **k: pytest.fail("timed without the jpeg dependencies"))
+    monkeypatch.setattr(cli, "missing_jpeg_dependencies", lambda: ["fused_input_norm.FusedImageProcessor"])
+    monkeypatch.setattr(cli, "run", lambda *a, **k: pytest.fail("timed without the jpeg dependencies"))
     with pytest.raises(SystemExit):
-        bench.main(["--cases", "^jpeg", "--no-compile"])
+        cli.main(["--cases", "^jpeg", "--no-compile"])
     assert "the jpeg cases need fused_input_norm.FusedImageProcessor" in capsys.readouterr().err
 
 
@@ -430,22 +449,22 @@ def test_jpeg_cases_are_selected_by_regex(monkeypatch):
         seen.update(cases=cases)
         return {"results": [], "resize_results": [], "jpeg_results": []}
 
-    monkeypatch.setattr(bench, "run", fake_run)
-    monkeypatch.setattr(bench, "format_report", lambda report: "")
-    monkeypatch.setattr(bench, "missing_resize_dependencies", lambda: [])
-    monkeypatch.setattr(bench, "missing_jpeg_dependencies", lambda: [])
-    bench.main(["--cases", "^jpeg", "--no-compile"])
+    monkeypatch.setattr(cli, "run", fake_run)
+    monkeypatch.setattr(cli, "format_report", lambda report: "")
+    monkeypatch.setattr(cli, "missing_resize_dependencies", lambda: [])
+    monkeypatch.setattr(cli, "missing_jpeg_dependencies", lambda: [])
+    cli.main(["--cases", "^jpeg", "--no-compile"])
     assert seen["cases"] == jpeg_suite.JPEG_CASES
-    bench.main(["--cases", "^jpeg .*4032x3024", "--no-compile"])
+    cli.main(["--cases", "^jpeg .*4032x3024", "--no-compile"])
     assert seen["cases"] == jpeg_suite.JPEG_CASES[1:]
 
 
 @needs_jpeg_deps
 @pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (the [plot] extra)")
 def test_plot_with_jpeg_cases_writes_a_png(tmp_path):
-    report = bench.run(torch.device("cpu"), reps=1, with_compile=False, cases=[JPEG_TINY], resize_threads=[1])
+    report = cli.run(torch.device("cpu"), reps=1, with_compile=False, cases=[JPEG_TINY], resize_threads=[1])
     path = tmp_path / "bench.png"
-    bench.plot(report, str(path))
+    cli.plot(report, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -457,6 +476,31 @@ def test_compile_worker_drops_only_the_cuda_home_guess():
     def record(msg, *args):
         return logging.LogRecord("torch.utils.cpp_extension", logging.WARNING, __file__, 0, msg, args, None)
 
-    assert not layouts._no_cuda_home_guess(record("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local"))
-    assert layouts._no_cuda_home_guess(record("No ROCm runtime is found, using ROCM_HOME='%s'", "/opt/rocm"))
-    assert layouts._no_cuda_home_guess(record("Error checking compiler version for %s", "c++"))
+    assert not affine_suite._no_cuda_home_guess(record("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local"))
+    assert affine_suite._no_cuda_home_guess(record("No ROCm runtime is found, using ROCM_HOME='%s'", "/opt/rocm"))
+    assert affine_suite._no_cuda_home_guess(record("Error checking compiler version for %s", "c++"))
+
+
+def test_compile_subprocess_runs_this_package_as_a_module(monkeypatch, tmp_path):
+    """The worker is `python -m fused_input_norm.bench --compiled-worker ...` with the folder that holds this
+    very fused_input_norm/ first on PYTHONPATH (not the package folder itself), whatever the working directory."""
+    import pathlib
+    import subprocess
+    import sys
+
+    seen = {}
+
+    def fake_run(args, env):
+        seen.update(args=args, env=env)
+        return subprocess.CompletedProcess(args, 1)
+
+    monkeypatch.setattr(affine_suite.subprocess, "run", fake_run)
+    monkeypatch.chdir(tmp_path)
+    assert affine_suite.run_compiled_subprocess(torch.device("cpu"), 1, [TINY[0].name], 1.0) is None
+    assert seen["args"][:3] == [sys.executable, "-m", "fused_input_norm.bench"]
+    assert "--compiled-worker" in seen["args"]
+    pattern = seen["args"][seen["args"].index("--cases") + 1]
+    assert [c.name for c in TINY if re.search(pattern, c.name)] == [TINY[0].name]
+    root = pathlib.Path(seen["env"]["PYTHONPATH"].split(os.pathsep)[0])
+    assert (root / "fused_input_norm" / "bench" / "__main__.py").is_file()
+    assert (root / "fused_input_norm").resolve() == pathlib.Path(affine_suite.__file__).resolve().parent.parent

@@ -17,9 +17,21 @@ import torch
 import torch.nn.functional as F
 
 from ..config import CLIP_MEAN, CLIP_STD
+from ..geometry import PATCH_CHANNEL_DIM, patch_view
 from ..module import FusedInputNorm
 from ..ops import affine, affine_out
-from .common import Timer, bars, ms_label, progress, sample_interleaved, time_interleaved
+from .common import (
+    Suite,
+    Timer,
+    bars,
+    drop_failing,
+    failed_lines,
+    markdown_table,
+    ms_label,
+    progress,
+    sample_interleaved,
+    time_interleaved,
+)
 
 PATCH, TEMPORAL, MERGE = 14, 2, 2  # Qwen2-VL / Qwen2.5-VL
 
@@ -32,12 +44,8 @@ FLOORS = (COPY_VIEW, COPY_CONTIG)
 
 def qwen2vl_patch_view(frames: torch.Tensor) -> torch.Tensor:
     """uint8 frames [F, C, H, W] -> the zero-copy 9-D view whose contiguous copy, viewed [N, C*T*P*P], is
-    Qwen2-VL's pixel_values; channel axis 5."""
-    f, c, h, w = frames.shape
-    gh, gw = h // PATCH, w // PATCH
-    return frames.view(f // TEMPORAL, TEMPORAL, c, gh // MERGE, MERGE, PATCH, gw // MERGE, MERGE, PATCH).permute(
-        0, 3, 6, 4, 7, 2, 1, 5, 8
-    )
+    Qwen2-VL's pixel_values; channel axis PATCH_CHANNEL_DIM (5)."""
+    return patch_view(frames, PATCH, TEMPORAL, MERGE)
 
 
 def nhwc_as_nchw(x: torch.Tensor) -> torch.Tensor:
@@ -77,9 +85,14 @@ CASES = [
     Case("NHWC 32x448x448x3 u8->bf16", (32, 448, 448, 3), u8, bf16, -1),
     Case("HWC->CHW 32x448x448x3 u8->bf16", (32, 448, 448, 3), u8, bf16, 1, nhwc_as_nchw),
     Case("HWC->CHW 32x448x448x3 u8->f32", (32, 448, 448, 3), u8, f32, 1, nhwc_as_nchw),
-    Case("patchify video 32x3x728x1288 u8->bf16", (32, 3, 728, 1288), u8, bf16, 5, qwen2vl_patch_view),
+    Case("patchify video 32x3x728x1288 u8->bf16", (32, 3, 728, 1288), u8, bf16, PATCH_CHANNEL_DIM, qwen2vl_patch_view),
     Case(
-        "patchify 1 image 3x728x1288 (2 frames, stride 0) u8->bf16", (1, 3, 728, 1288), u8, bf16, 5, image_as_two_frames
+        "patchify 1 image 3x728x1288 (2 frames, stride 0) u8->bf16",
+        (1, 3, 728, 1288),
+        u8,
+        bf16,
+        PATCH_CHANNEL_DIM,
+        image_as_two_frames,
     ),
     Case("patches[1:] of 70000 (misaligned) u8->bf16", (70000, 1176), u8, bf16, 1, rows_after_first),
     Case("broadcast 1 image 3x448x448 to 32 u8->bf16", (3, 448, 448), u8, bf16, 1, batch_of_32),
@@ -171,6 +184,55 @@ def graph_replay_ms(
     )
 
 
+def run_affine(cases: list[Case], device: torch.device, reps: int, case_budget_s: float, report: dict) -> None:
+    """Times every case's methods but torch.compile in this process, into report["results"]; on CUDA also the
+    copy bandwidth (first) and the small case's CUDA graph replay (last)."""
+    timer = Timer(device)
+    norm = clip_norm(device)
+    if device.type == "cuda":
+        report["copy_bandwidth_gbs"] = copy_bandwidth_gbs(device, timer, reps)
+    for n, case in enumerate(cases, 1):
+        progress(f"case {n}/{len(cases)}: {case.name}")
+        stored, x = make_input(case, device)
+        check_op(case, x, norm)
+        methods = methods_for(case, x, norm)
+        errors = drop_failing(methods)
+        if OP_OUT in errors or OP_ALLOC in errors:  # a bug, not a benchmark result
+            raise RuntimeError(f"{case.name}: the op failed: {errors}")
+        samples = sample_interleaved(methods, timer, reps, budget_s=case_budget_s)
+        result = {
+            "case": case.name,
+            "bytes": x.numel() * (x.element_size() + torch.empty(0, dtype=case.out_dtype).element_size()),
+            "reps": len(samples[OP_OUT]),
+            "times_ms": {name: statistics.median(s) for name, s in samples.items()},
+            # On a shared machine, other processes only ever add time: the minimum shows what is left.
+            "min_ms": {name: min(s) for name, s in samples.items()},
+        }
+        if errors:
+            result["errors"] = errors
+        report["results"].append(result)
+        del stored, x, methods
+    if device.type == "cuda":
+        report["graph"] = {
+            "case": CASES[SMALL_CASE].name,
+            **graph_replay_ms(CASES[SMALL_CASE], norm, device, timer, reps),
+        }
+
+
+def add_compiled(report: dict, device: torch.device, reps: int, case_budget_s: float) -> None:
+    """torch.compile of report["results"]' cases, timed in a subprocess (run last, see the CLI's docstring):
+    its times join each result's, or report["compile_error"] says why there are none."""
+    progress("torch.compile, in a subprocess")
+    compiled = run_compiled_subprocess(device, reps, [r["case"] for r in report["results"]], case_budget_s)
+    if compiled is None:
+        report["compile_error"] = "the torch.compile subprocess failed (its output is above): no compiled/op"
+        return
+    for result in report["results"]:
+        result["times_ms"].update(compiled[result["case"]]["times_ms"])
+        result["min_ms"].update(compiled[result["case"]]["min_ms"])
+        result["compile_s"] = compiled[result["case"]]["compile_s"]
+
+
 def clip_norm(device: torch.device) -> FusedInputNorm:
     with torch.device(device):
         return FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
@@ -185,8 +247,9 @@ def run_compiled_subprocess(
         path = os.path.join(tmp, "compiled.json")
         args = ["--device", str(device), "--reps", str(reps), "--case-budget-s", str(case_budget_s)]
         args += ["--compiled-worker", path, "--cases", "|".join(f"^{re.escape(name)}$" for name in case_names)]
-        # The child imports this very package, wherever it was imported from here.
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        # The child imports this very package, wherever it was imported from here: the folder that holds
+        # fused_input_norm/ (this file is fused_input_norm/bench/affine.py).
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
         if subprocess.run([sys.executable, "-m", "fused_input_norm.bench", *args], env=env).returncode != 0:
             return None  # its traceback is on stderr; the rest of the report stands
@@ -242,20 +305,48 @@ def time_compiled(case: Case, norm: FusedInputNorm, timer: Timer, reps: int, cas
     }
 
 
+def format_affine(report: dict) -> str:
+    """Per case: the ratios, each method's median, bandwidth, ratio to the op and minimum; the CUDA graph
+    replay; then one Markdown table."""
+    lines = []
+    for r in report["results"]:
+        if lines:
+            lines.append("")
+        compile_note = f", compiled in {r['compile_s']:.0f} s" if "compile_s" in r else ""
+        lines.append(f"{r['case']}  ({r['bytes'] / 1e6:.0f} MB moved, median of {r['reps']}{compile_note})")
+        lines.append("  " + "  ".join(f"{k} {v:.2f}x" for k, v in r["ratios"].items()))
+        lines.append(f"  {'method':<26}{'median ms':>10}{'GB/s':>9}{'vs op':>9}{'min ms':>10}")
+        for name, ms in r["times_ms"].items():
+            op = r["times_ms"][OP_OUT_COMPILE_RUN if name == COMPILED else OP_OUT]
+            lines.append(
+                f"  {name:<26}{ms:>10.3f}{r['bytes'] / ms / 1e6:>9.1f}{ms / op:>8.2f}x{r['min_ms'][name]:>10.3f}"
+            )
+        lines += failed_lines(r, 26)
+    if "graph" in report:
+        g = report["graph"]
+        lines.append("")
+        lines.append(
+            f"{g['case']}: CUDA graph replay {g['graph replay']:.3f} ms, eager launch {g['eager launch']:.3f} ms"
+        )
+    lines.append("")
+    lines.append(summary_table(report))
+    return "\n".join(lines)
+
+
 def summary_table(report: dict) -> str:
     """One Markdown row per case: the figures to compare across runs (and the README's table)."""
     ratio_names = [name for name in RATIOS if any(name in r["ratios"] for r in report["results"])]
     head = ["case", OP_OUT, "copy_(view)", "contiguous copy", OP_ALLOC, *ratio_names]
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for r in report["results"]:
         t = r["times_ms"]
         cells = [r["case"], *(ms_label(t[k]) if k in t else "-" for k in (OP_OUT, COPY_VIEW, COPY_CONTIG, OP_ALLOC))]
         cells += [f"{r['ratios'][k]:.2f}" if k in r["ratios"] else "-" for k in ratio_names]
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+        rows.append(cells)
+    return markdown_table(head, rows)
 
 
-def layouts_panel(ax, r: dict) -> None:
+def affine_panel(ax, r: dict) -> None:
     t = r["times_ms"]
     colors = {
         OP_OUT: "tab:green",
@@ -270,3 +361,12 @@ def layouts_panel(ax, r: dict) -> None:
             ax.axvline(t[floor], color=color, linestyle=style, linewidth=1.2)
     rt = "   ".join(f"{k} {v:.2f}" for k, v in r["ratios"].items())
     ax.set_title(f"{r['case']}  ({r['bytes'] / 1e6:.0f} MB, median of {r['reps']})\n{rt}", fontsize=8)
+
+
+SUITE = Suite(
+    "results",
+    format_affine,
+    affine_panel,
+    "green: this op (light: re-timed beside torch.compile, in its own process); hatched: the floors, converting "
+    "copies; blue dashed line: contiguous copy; red dotted line: copy_(view); ratios vs op (out=) of the same run",
+)

@@ -1,11 +1,13 @@
-"""What every benchmark suite shares: the timers, interleaved sampling, the thread and load labels, and the
-bar chart helper."""
+"""What every benchmark suite shares: the timers, interleaved sampling, the skeleton of the CPU suites (cases ->
+inputs -> check -> time at each thread count), how a suite is reported (its text, its plot panel, its legend),
+the labels, the Markdown table and the bar chart helper."""
 
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -93,6 +95,60 @@ def time_cpu_methods(
     times = {method: statistics.median(s) for method, s in samples.items()}
     mins = {method: min(s) for method, s in samples.items()}
     return out_shape, samples, times, mins, errors
+
+
+def run_cpu_suite(
+    label: str,
+    cases: Sequence,
+    threads: list[int],
+    report: dict,
+    check_key: str,
+    make_inputs: Callable[[object], object],
+    check: Callable[[object, object], object],
+    run_case: Callable[[object, object, int], dict],
+) -> list[dict]:
+    """The CPU suites' skeleton: each case's inputs are made once and checked (the check's result goes to
+    report[check_key][case name]: a benchmark of a wrong result is worthless), then the case is timed at each
+    thread count by run_case(case, inputs, threads). Returns the results, case by case, thread count by count."""
+    results = []
+    for n, case in enumerate(cases, 1):
+        progress(f"{label} case {n}/{len(cases)}: {case.name}")
+        inputs = make_inputs(case)
+        report.setdefault(check_key, {})[case.name] = check(case, inputs)
+        for t in threads:
+            progress(f"  {threads_label(t)}")
+            results.append(run_case(case, inputs, t))
+    return results
+
+
+@dataclass(frozen=True)
+class Suite:
+    """How one suite is reported: the report's key for its list of results, its text (from the whole report),
+    its plot panel (one per result) and its line of the plot's legend."""
+
+    key: str
+    format: Callable[[dict], str]
+    panel: Callable[[object, dict], None]
+    legend: str
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(
+        ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]
+    )
+
+
+def ratio_line(name: str, t: dict) -> str:
+    """A ratio of medians and of minima, and its target where it has one ({"op": ">=", "bound": 3.0, "met": ...})."""
+    text = f"{name} {t['ratio']:.2f}x (minima {t['min_ratio']:.2f}x)"
+    if "bound" in t:
+        text += f", target {t['op']} {t['bound']:g}x: {'met' if t['met'] else 'NOT MET'}"
+    return text
+
+
+def failed_lines(result: dict, width: int) -> list[str]:
+    """One line per method that raised (and so was not timed), its name padded to the table's first column."""
+    return [f"  {name:<{width}}failed: {error}" for name, error in result.get("errors", {}).items()]
 
 
 def progress(message: str) -> None:

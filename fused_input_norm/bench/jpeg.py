@@ -8,7 +8,17 @@ from dataclasses import dataclass
 
 import torch
 
-from .common import bars, ms_label, progress, threads_label, time_cpu_methods
+from .common import (
+    Suite,
+    bars,
+    failed_lines,
+    markdown_table,
+    ms_label,
+    ratio_line,
+    run_cpu_suite,
+    threads_label,
+    time_cpu_methods,
+)
 from .resize import missing_resize_dependencies, resize_photo
 
 # ----- JPEG bytes end to end: decode included, FusedImageProcessor against the processors engines run -----
@@ -162,22 +172,10 @@ def run_jpeg_case(case: JpegCase, inp: JpegInputs, threads: int, reps: int, case
 
 
 def run_jpeg(cases: list[JpegCase], reps: int, threads: list[int], case_budget_s: float, report: dict) -> list[dict]:
-    results = []
-    for n, case in enumerate(cases, 1):
-        progress(f"jpeg case {n}/{len(cases)}: {case.name}")
-        inp = make_jpeg_inputs(case)
-        report.setdefault("jpeg_check", {})[case.name] = check_jpeg(case, inp)
-        for t in threads:
-            progress(f"  {t} thread{'s' if t > 1 else ''}")
-            results.append(run_jpeg_case(case, inp, t, reps, case_budget_s))
-    return results
+    def run_case(case: JpegCase, inp: JpegInputs, t: int) -> dict:
+        return run_jpeg_case(case, inp, t, reps, case_budget_s)
 
-
-def _jpeg_ratio(name: str, t: dict) -> str:
-    text = f"{name} {t['ratio']:.2f}x (minima {t['min_ratio']:.2f}x)"
-    if "bound" in t:
-        text += f", target {t['op']} {t['bound']:g}x: {'met' if t['met'] else 'NOT MET'}"
-    return text
+    return run_cpu_suite("jpeg", cases, threads, report, "jpeg_check", make_jpeg_inputs, check_jpeg, run_case)
 
 
 def format_jpeg(report: dict) -> str:
@@ -198,10 +196,9 @@ def format_jpeg(report: dict) -> str:
         lines.append(f"  {'method':<46}{'median ms':>10}{'min ms':>10}")
         for name, ms in r["times_ms"].items():
             lines.append(f"  {name:<46}{ms:>10.2f}{r['min_ms'][name]:>10.2f}")
-        for name, error in r.get("errors", {}).items():
-            lines.append(f"  {name:<46}failed: {error}")
+        lines += failed_lines(r, 46)
         for name, t in r["ratios"].items():
-            lines.append("  " + _jpeg_ratio(name, t))
+            lines.append("  " + ratio_line(name, t))
     for name, checked in report.get("jpeg_check", {}).items():
         lines.append(
             f"{name}: max |fused - processor| on PIL's decoded pixels {checked['torchvision: same pixels']:.1e} "
@@ -217,7 +214,7 @@ def format_jpeg(report: dict) -> str:
 def jpeg_summary_table(report: dict) -> str:
     """One Markdown row per JPEG case and thread count: medians, the ratios (targets met or not), load."""
     head = ["case", "threads", "load", *JPEG_SHORT_NAMES.values(), *JPEG_RATIOS]
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for r in report["jpeg_results"]:
         t = r["times_ms"]
         cells = [r["case"], str(r["threads"]), f"{r['load_average']:.1f}"]
@@ -230,8 +227,8 @@ def jpeg_summary_table(report: dict) -> str:
                 cells.append(f"{x['ratio']:.2f} (>= {x['bound']:g}: {'met' if x['met'] else 'not met'})")
             else:
                 cells.append(f"{x['ratio']:.2f}")
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+        rows.append(cells)
+    return markdown_table(head, rows)
 
 
 def jpeg_panel(ax, r: dict) -> None:
@@ -244,3 +241,11 @@ def jpeg_panel(ax, r: dict) -> None:
     )
     h, w = r["photo"]
     ax.set_title(f"{r['case']}  ({w}x{h}, {threads_label(r['threads'])}, median of {r['reps']})\n{rt}", fontsize=8)
+
+
+SUITE = Suite(
+    "jpeg_results",
+    format_jpeg,
+    jpeg_panel,
+    "JPEG bytes end to end (CPU): green: FusedImageProcessor; ratios vs it, of the same run",
+)

@@ -8,9 +8,19 @@ from dataclasses import dataclass
 
 import torch
 
-from ..geometry import smart_resize
+from ..geometry import center_crop_box, shortest_edge_size, smart_resize
 from ..module import FusedInputNorm
-from .common import bars, ms_label, progress, threads_label, time_cpu_methods
+from .common import (
+    Suite,
+    bars,
+    failed_lines,
+    markdown_table,
+    ms_label,
+    ratio_line,
+    run_cpu_suite,
+    threads_label,
+    time_cpu_methods,
+)
 
 # ----- Resize: the exact uint8 resize fused with normalize and layout, against what engines run today -----
 
@@ -92,11 +102,8 @@ def resize_photo(height: int, width: int) -> torch.Tensor:
 def clip_geometry(height: int, width: int, shortest_edge: int, crop_h: int, crop_w: int):
     """transformers' geometry: the short side to `shortest_edge`, the long one int(shortest_edge * long /
     short); then center_crop's top = (h - crop_h) // 2, left = (w - crop_w) // 2."""
-    if width <= height:
-        size = (int(shortest_edge * height / width), shortest_edge)
-    else:
-        size = (shortest_edge, int(shortest_edge * width / height))
-    return size, ((size[0] - crop_h) // 2, (size[1] - crop_w) // 2, crop_h, crop_w)
+    size = shortest_edge_size(height, width, shortest_edge)
+    return size, center_crop_box(size, (crop_h, crop_w))
 
 
 def make_resize_inputs(case: ResizeCase) -> ResizeInputs:
@@ -238,21 +245,11 @@ def run_resize_case(case: ResizeCase, inp: ResizeInputs, threads: int, reps: int
 def run_resize(
     cases: list[ResizeCase], reps: int, threads: list[int], case_budget_s: float, report: dict
 ) -> list[dict]:
-    results = []
-    for n, case in enumerate(cases, 1):
-        progress(f"resize case {n}/{len(cases)}: {case.name}")
-        inp = make_resize_inputs(case)
-        report.setdefault("resize_check_max_diff", {})[case.name] = check_resize(case, inp)
-        for t in threads:
-            progress(f"  {t} thread{'s' if t > 1 else ''}")
-            results.append(run_resize_case(case, inp, t, reps, case_budget_s))
-    return results
+    def run_case(case: ResizeCase, inp: ResizeInputs, t: int) -> dict:
+        return run_resize_case(case, inp, t, reps, case_budget_s)
 
-
-def _target(name: str, t: dict) -> str:
-    return (
-        f"{name} {t['ratio']:.2f}x (minima {t['min_ratio']:.2f}x), target {t['op']} {t['bound']:g}x: "
-        f"{'met' if t['met'] else 'NOT MET'}"
+    return run_cpu_suite(
+        "resize", cases, threads, report, "resize_check_max_diff", make_resize_inputs, check_resize, run_case
     )
 
 
@@ -277,10 +274,9 @@ def format_resize(report: dict) -> str:
         for name, ms in r["times_ms"].items():
             rel = f"{ms / base:>13.2f}x" if base else f"{'-':>14}"
             lines.append(f"  {name:<30}{ms:>10.3f}{r['min_ms'][name]:>10.3f}{rel}")
-        for name, error in r.get("errors", {}).items():
-            lines.append(f"  {name:<30}failed: {error}")
+        lines += failed_lines(r, 30)
         for name, t in r["targets"].items():
-            lines.append("  " + _target(name, t))
+            lines.append("  " + ratio_line(name, t))
         for name, ratio in r["ratios"].items():
             lines.append(f"  {name} {ratio:.2f}x")
     lines.append("")
@@ -295,15 +291,15 @@ def resize_summary_table(report: dict) -> str:
         for a, b, op, bound, at in RESIZE_TARGETS.values()
     ]
     head = ["case", "threads", *SHORT_NAMES.values(), *targets]
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for r in report["resize_results"]:
         t = r["times_ms"]
         cells = [r["case"], str(r["threads"]), *(ms_label(t[k]) if k in t else "-" for k in SHORT_NAMES)]
         for name in RESIZE_TARGETS:
             target = r["targets"].get(name)
             cells.append(f"{target['ratio']:.2f} {'met' if target['met'] else 'not met'}" if target else "-")
-        rows.append("| " + " | ".join(cells) + " |")
-    return "\n".join(rows)
+        rows.append(cells)
+    return markdown_table(head, rows)
 
 
 def resize_panel(ax, r: dict) -> None:
@@ -323,3 +319,12 @@ def resize_panel(ax, r: dict) -> None:
         f"\n{rt}",
         fontsize=8,
     )
+
+
+SUITE = Suite(
+    "resize_results",
+    format_resize,
+    resize_panel,
+    "resize (CPU): green: ours, whole call u8 -> bf16; hatched: the u8 -> u8 resizes alone; blue dashed line: "
+    "torchvision's resize; ratios vs it, of the same run",
+)
