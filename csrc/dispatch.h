@@ -64,4 +64,16 @@ struct KernelType<torch::headeronly::ScalarType::Float> {
       STD_TORCH_CHECK(false, "fused_input_norm: unsupported input dtype ", IN_DTYPE); \
   }
 
+// The resize op (uint8 input): the affine's output dtypes, and uint8, the resampled bytes themselves (with
+// weight 1 and bias 0) for engines that normalize later on the device (vLLM's mm_device_do_normalize).
+#define FIN_DISPATCH_RESIZE_OUT(OUT_DTYPE, ...)                                         \
+  switch (OUT_DTYPE) {                                                                  \
+    FIN_OUT_CASE(Byte, Byte, __VA_ARGS__)                                               \
+    FIN_OUT_CASE(Byte, Half, __VA_ARGS__)                                               \
+    FIN_OUT_CASE(Byte, BFloat16, __VA_ARGS__)                                           \
+    FIN_OUT_CASE(Byte, Float, __VA_ARGS__)                                              \
+    default:                                                                            \
+      STD_TORCH_CHECK(false, "fused_input_norm: unsupported output dtype ", OUT_DTYPE); \
+  }
+
 }  // namespace fused_input_norm

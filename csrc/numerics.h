@@ -92,7 +92,7 @@ FIN_HOST_DEVICE float from_float<float>(float f) {
 template <>
 FIN_HOST_DEVICE bfloat16_bits from_float<bfloat16_bits>(float f) {
   const uint32_t u = float_as_bits(f);
-  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t rounded = u >> 16;
   // NaN would round into Inf or flip the sign: emit the canonical quiet NaN instead, like c10::BFloat16.
   const bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
   return bfloat16_bits{static_cast<uint16_t>(is_nan ? 0x7FC0u : rounded)};
@@ -118,6 +118,16 @@ FIN_HOST_DEVICE half_bits from_float<half_bits>(float f) {
   const uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
   return half_bits{static_cast<uint16_t>((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign))};
 #endif
+}
+
+// uint8 (the resize op's byte output): the nearest integer (ties to even, as torch.round), clamped to
+// [0, 255]; NaN gives 0. Branch-free so the CPU loops vectorize; adding and subtracting 1.5 * 2^23 rounds a
+// float in [0, 255] to an integer in the FPU's default mode. With weight 1 and bias 0 it is the byte itself.
+template <>
+FIN_HOST_DEVICE uint8_t from_float<uint8_t>(float f) {
+  float c = f > 0.0f ? f : 0.0f;
+  c = c < 255.0f ? c : 255.0f;
+  return static_cast<uint8_t>(static_cast<int32_t>((c + 0x1.8p23f) - 0x1.8p23f));
 }
 
 // Rounds n (even) fp32 results to the output type. NVIDIA GPUs convert two at a time with one packed

@@ -60,8 +60,10 @@ void check_out(const Tensor& out, const Tensor& input, const std::vector<int64_t
   if (const torch::stable::Device d = out.device(), in = input.device(); d != in) {
     fail(ArgError::kRuntime, kOp, ": out must be on input's device ", device_name(in), ", got ", device_name(d));
   }
-  if (const ScalarType dtype = out.scalar_type(); !is_output_dtype(dtype)) {
-    fail(ArgError::kType, kOp, ": out must have one of the dtypes ", kOutputDtypes, ", got ", py_dtype(dtype));
+  // uint8 too: the affine's result rounded and clamped, i.e. with weight 1 and bias 0 the resampled bytes.
+  if (const ScalarType dtype = out.scalar_type(); dtype != ScalarType::Byte && !is_output_dtype(dtype)) {
+    fail(ArgError::kType, kOp, ": out must have one of the dtypes torch.uint8, ", kOutputDtypes, ", got ",
+         py_dtype(dtype));
   }
   if (!out.sizes().equals(torch::headeronly::IntHeaderOnlyArrayRef(expected))) {
     fail(ArgError::kValue, kOp, ": out must have shape ", int_list(expected), ", got ", int_list(out.sizes()));

@@ -353,7 +353,7 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
   const int64_t tasks = p.batch * bands;
   const int64_t grain = band_work * tasks < kSerialWork ? tasks : std::max<int64_t>(1, kGrainWork / band_work);
 
-  FIN_DISPATCH_IN_OUT(ScalarType::Byte, out.scalar_type(), [&] {
+  FIN_DISPATCH_RESIZE_OUT(out.scalar_type(), [&] {
     auto* y = static_cast<out_t*>(out.mutable_data_ptr());
     torch::stable::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {

@@ -25,7 +25,7 @@ void launch_resize(const Tensor& out, const ResizePlan& p, const ResamplePass& l
                                         make_divider(static_cast<index_t>(p.crop_h)),
                                         make_divider(static_cast<index_t>(p.channels))};
   const auto calc = make_offset_calculator<index_t>(p.layout);
-  FIN_DISPATCH_IN_OUT(ScalarType::Byte, out.scalar_type(), [&] {
+  FIN_DISPATCH_RESIZE_OUT(out.scalar_type(), [&] {
     (void)sizeof(in_t);
     launch<affine_strided_source_kernel<ResampledSource<index_t>, out_t, index_t>>(
         p.numel / kStridedRun + 1, device, stream, source, static_cast<out_t*>(out.mutable_data_ptr()), w, b,

@@ -12,6 +12,8 @@ import torch
 
 INPUT_DTYPES = (torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32)
 OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# The resize op also writes uint8: the resampled bytes (weight 1, bias 0), which an engine normalizes later.
+RESIZE_OUTPUT_DTYPES = (torch.uint8, *OUTPUT_DTYPES)
 RESAMPLE_FILTERS = ("bilinear", "bicubic")
 CHANNEL_DIMS = (-3, -1)  # channels first ([..., C, H, W]) or last ([..., H, W, C])
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .checks import INPUT_DTYPES, OUTPUT_DTYPES, RESAMPLE_FILTERS, dtype_names, is_int
+from .checks import INPUT_DTYPES, OUTPUT_DTYPES, RESAMPLE_FILTERS, RESIZE_OUTPUT_DTYPES, dtype_names, is_int
 from .geometry import MAX_SIDE
 
 # Looked up once: resolving torch.ops.<namespace>.<op>.default costs ~0.2 us on every call.
@@ -78,7 +78,10 @@ def resize_affine_out(
     """Resamples the uint8 images `input` [B, C, H, W] to `size` (the plans of the axes that change, from
     resample_plan), crops (top, left, height, width), and writes `input * weight[c] + bias[c]` into `out`:
     [B, C, height, width], or Qwen-VL patch rows when `patches` = (temporal_patch_size, patch_size,
-    merge_size). `vertical_first` is the reference's pass order (fused_input_norm.resize.vertical_first)."""
+    merge_size). `vertical_first` is the reference's pass order (fused_input_norm.resize.vertical_first).
+    A uint8 `out` holds the result rounded (ties to even) and clamped to [0, 255]: with weight 1 and bias 0,
+    the resampled bytes themselves in the layout, for an engine that normalizes later (vLLM's
+    mm_device_do_normalize)."""
     try:
         _RESIZE_AFFINE_OUT(
             out,
@@ -309,8 +312,10 @@ def _resize_affine_out_fake(
         shape = [batch * (h // p) * (w // p), channels * t * p * p]
     if out.device != input.device:
         raise RuntimeError(f"{_RESIZE_OP}: out must be on input's device {input.device}, got {out.device}")
-    if out.dtype not in OUTPUT_DTYPES:
-        raise TypeError(f"{_RESIZE_OP}: out must have one of the dtypes {dtype_names(OUTPUT_DTYPES)}, got {out.dtype}")
+    if out.dtype not in RESIZE_OUTPUT_DTYPES:
+        raise TypeError(
+            f"{_RESIZE_OP}: out must have one of the dtypes {dtype_names(RESIZE_OUTPUT_DTYPES)}, got {out.dtype}"
+        )
     if list(out.shape) != shape:
         raise ValueError(f"{_RESIZE_OP}: out must have shape {shape}, got {list(out.shape)}")
     if not out.is_contiguous():

@@ -55,6 +55,7 @@ class FusedImageProcessor:
         self.reference = reference
         self.decoder = decoder
         self._plans = PlanCache()  # resize coefficients per size pair
+        self._bytes = FusedInputNorm.identity(norm.channel)  # uint8 output: weight 1, bias 0
 
     @classmethod
     def from_preprocessor_config(
@@ -111,15 +112,19 @@ class FusedImageProcessor:
 
         Returns Qwen-VL: {"pixel_values": [patches, C * T * P * P], "image_grid_thw": int64 [n, 3] on the CPU};
         CLIP / SigLIP: {"pixel_values": [n, C, h, w]}; pixel_values in `visual_dtype` on the processor's device.
+        `visual_dtype=torch.uint8`: the resized bytes in that layout, without rescale and normalize (what
+        transformers returns with do_rescale=False, do_normalize=False; vLLM normalizes them on the GPU).
         Every image is checked and every size decided before the first kernel runs.
         """
         s = self.settings
-        check_visual_dtype(_WHERE, visual_dtype)
+        if visual_dtype != torch.uint8:  # uint8: the resized bytes (see above)
+            check_visual_dtype(_WHERE, visual_dtype)
         decoded = intake.decode_all(
             intake.as_list(images, _WHERE), self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder
         )
         layout = self._layout([image.shape[-2:] for image, _ in decoded])
-        weight, bias = self.norm.affine_constants(self.device, _WHERE)
+        norm = self._bytes if visual_dtype == torch.uint8 else self.norm
+        weight, bias = norm.affine_constants(self.device, _WHERE)
         channel = self.norm.channel
         if layout.rows is not None:
             patches = (s.temporal_patch_size, s.patch_size, s.merge_size)

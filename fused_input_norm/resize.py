@@ -150,12 +150,21 @@ def resize_into(
             for b in range(view.shape[0]):
                 frames = view[b].unsqueeze(0).expand(temporal, -1, -1, -1)
                 pv = patch_view(frames, patch, temporal, merge)
-                ops.affine_out(out[b * rows : (b + 1) * rows].view(pv.shape), pv, weight, bias, PATCH_CHANNEL_DIM)
+                _affine_or_copy(out[b * rows : (b + 1) * rows].view(pv.shape), pv, weight, bias, PATCH_CHANNEL_DIM)
         else:
-            ops.affine_out(out, view, weight, bias, 1)
+            _affine_or_copy(out, view, weight, bias, 1)
         return
     device = images.device
     row_plan = plans.get(in_h, out_h, resample, reference, device)
     col_plan = plans.get(in_w, out_w, resample, reference, device)
     first = vertical_first(pil_rule(reference), in_h, in_w, out_h, out_w)
     ops.resize_affine_out(out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches)
+
+
+def _affine_or_copy(out: torch.Tensor, view: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, dim: int) -> None:
+    # A uint8 `out` (with weight 1, bias 0: the caller's) holds the bytes themselves: affine_out has no uint8
+    # output, and a copy is what the resize op's uint8 output is when nothing is resampled.
+    if out.dtype == torch.uint8:
+        out.copy_(view)
+    else:
+        ops.affine_out(out, view, weight, bias, dim)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from fused_input_norm import FusedInputNorm, resample_plan, resize_affine_out, smart_resize
-from fused_input_norm.resize import vertical_first
+from fused_input_norm.resize import pil_rule, vertical_first
 
 skimage_data = pytest.importorskip("skimage.data", reason="scikit-image (real photos) is not installed")
 
@@ -818,10 +818,10 @@ OP_BAD = [
         r"the cropped image 10x30 must be a multiple of patch_size \* merge_size = 28",
     ),
     (
-        "out-uint8",
-        op(out=torch.full((2, 3, 10, 30), 77, dtype=torch.uint8)),
+        "out-int16",
+        op(out=torch.full((2, 3, 10, 30), 77, dtype=torch.int16)),
         TypeError,
-        r"out must have one of the dtypes .*got torch\.uint8",
+        r"out must have one of the dtypes torch\.uint8, .*got torch\.int16",
     ),
     (
         "out-float64",
@@ -1163,3 +1163,110 @@ def test_identity_module_resizes_under_another_default_dtype():
     finally:
         torch.set_default_dtype(previous)
     assert torch.equal(got, expected)
+
+
+# ----- uint8 output: the resampled bytes in the layout, for engines that normalize later -----
+
+
+def resize_bytes(chw: torch.Tensor, size, resample: str, reference: str, patches=(), crop=None, weight=None, bias=None):
+    """resize_affine_out into a uint8 `out` (weight 1, bias 0 unless given): planar or patch rows."""
+    channels, in_h, in_w = chw.shape[-3:]
+    images = chw if chw.dim() == 4 else chw[None]
+    crop = (0, 0, *size) if crop is None else crop
+    weight = torch.ones(channels, device=chw.device) if weight is None else weight
+    bias = torch.zeros(channels, device=chw.device) if bias is None else bias
+    ref = "torchvision" if reference == "torchvision" else "pil"
+    plans = [
+        resample_plan(n_in, n_out, resample, ref).to(chw.device) if n_in != n_out else None
+        for n_in, n_out in ((in_h, size[0]), (in_w, size[1]))
+    ]
+    h, w = crop[2:]
+    if patches:
+        t, p, _ = patches
+        shape = (images.shape[0] * (h // p) * (w // p), channels * t * p * p)
+    else:
+        shape = (images.shape[0], channels, h, w)
+    out = torch.full(shape, 77, dtype=torch.uint8, device=chw.device)
+    first = vertical_first(pil_rule(reference), in_h, in_w, *size)
+    resize_affine_out(out, images, weight, bias, *plans, size, crop, resample, first, patches)
+    return out
+
+
+@pytest.mark.parametrize(
+    "case", ["qwen-smart-resize", "upscale", "down-up", "height-only", "width-only", "vertical-first", "1x1"]
+)
+@pytest.mark.parametrize("resample", RESAMPLES)
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_uint8_output_is_the_reference_bytes(reference, resample, case):
+    for name in PHOTOS:
+        hwc = photo(name)
+        size = SIZE_CASES[case](*hwc.shape[:2])
+        got = resize_bytes(to_chw(hwc), size, resample, reference)
+        expected = reference_resize(reference, hwc, size, resample)
+        assert got.dtype == torch.uint8 and differing(got[0], expected) == 0, f"{name} {case}"
+
+
+@pytest.mark.parametrize("geometry", [(2, 14, 2), (2, 16, 2)], ids=["qwen2-vl", "qwen3-vl"])
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_uint8_patch_rows_are_the_reference_bytes_in_patch_layout(reference, geometry):
+    """The patch rows of the reference's resized bytes (patchify's layout of the float32 identity output,
+    which test_patchify checks against transformers), with a crop and a batch of two."""
+    t, p, m = geometry
+    for name in PHOTOS:
+        hwc = photo(name)
+        size = smart_resize(*hwc.shape[:2], p * m)
+        if size == hwc.shape[:2]:
+            continue  # nothing to resample: the op refuses, the processor copies (resize_into)
+        expected, _ = IDENTITY.patchify(
+            reference_resize(reference, hwc, size, "bicubic"),
+            torch.float32,
+            patch_size=p,
+            temporal_patch_size=t,
+            merge_size=m,
+        )
+        got = resize_bytes(to_chw(hwc), size, "bicubic", reference, patches=geometry)
+        assert got.dtype == torch.uint8 and torch.equal(got.float(), expected), name
+    chw = to_chw(photo("astronaut"))
+    batch = torch.stack([chw, chw.flip(-1)])
+    crop = (p * m, 2 * p * m, 8 * p * m, 6 * p * m)
+    got = resize_bytes(batch, (300, 400), "bicubic", reference, patches=geometry, crop=crop)
+    planar = resize_bytes(batch, (300, 400), "bicubic", reference, crop=crop)
+    expected, _ = IDENTITY.patchify(list(planar), torch.float32, patch_size=p, temporal_patch_size=t, merge_size=m)
+    assert torch.equal(got.float(), expected)
+
+
+def test_uint8_output_rounds_and_clamps_the_affine():
+    """Other weights: the float32 result rounded half to even and clamped to [0, 255], as torch writes it."""
+    chw = to_chw(photo("coffee"))
+    weight, bias = torch.tensor([1.5, -1.0, 0.25]), torch.tensor([-20.0, 260.0, 0.5])
+    got = resize_bytes(chw, (100, 150), "bicubic", "torchvision", weight=weight, bias=bias)
+    resampled = resize_bytes(chw, (100, 150), "bicubic", "torchvision").double()
+    as_float = (resampled * weight.double()[:, None, None] + bias.double()[:, None, None]).float()  # exact here
+    assert torch.equal(got, as_float.round().clamp(0, 255).to(torch.uint8))
+    assert 0 < int((got == 0).sum()) and 0 < int((got == 255).sum())
+
+
+def test_uint8_output_fake_kernel_accepts_it():
+    images = to_chw(photo("coffee"))[None]
+    plans = [resample_plan(n, m, "bicubic", "pil") for n, m in zip(images.shape[2:], (140, 196), strict=True)]
+    args = [torch.ones(3), torch.zeros(3), *plans, (140, 196), (0, 0, 140, 196), "bicubic", False, (2, 14, 2)]
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in [images, *args]]
+        resize_affine_out(mode.from_tensor(torch.empty(140, 1176, dtype=torch.uint8)), *fake)
+    with pytest.raises(TypeError, match=r"out must have one of the dtypes torch\.uint8, torch\.float16"):
+        resize_affine_out(torch.empty(140, 1176, dtype=torch.int16), images, *args)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason=NO_CUDA_REASON)
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_cuda_uint8_output_bit_equal_to_cpu(reference):
+    for name in PHOTOS:
+        chw = to_chw(photo(name))
+        for case in ("qwen-smart-resize", "upscale", "vertical-first", "1x1"):
+            size = SIZE_CASES[case](*chw.shape[1:])
+            got = resize_bytes(chw.cuda(), size, "bicubic", reference)
+            assert torch.equal(got.cpu(), resize_bytes(chw, size, "bicubic", reference)), f"{name} {case}"
+        size = smart_resize(*chw.shape[1:])
+        got = resize_bytes(chw.cuda(), size, "bicubic", reference, patches=(2, 14, 2))
+        assert torch.equal(got.cpu(), resize_bytes(chw, size, "bicubic", reference, patches=(2, 14, 2))), name
