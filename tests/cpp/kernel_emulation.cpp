@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "affine_kernel.h"
@@ -48,6 +50,63 @@ struct Buffer {
   }
 };
 
+// A reference written here, sharing nothing with the kernels' numerics.h but the storage structs: float16
+// decoded and rounded through double arithmetic (std::ldexp, std::frexp, std::nearbyint in the default
+// round-to-nearest-even mode), bfloat16 by a shift and an add, and x * w + b rounded once by libm's fmaf.
+// Every expected value the checks use is compared with it (reference_disagreements).
+inline float half_to_float_reference(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (exponent == 0) return static_cast<float>(sign * std::ldexp(mantissa, -24));  // zero, subnormal
+  if (exponent == 31) return mantissa ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(sign * INFINITY);
+  return static_cast<float>(sign * std::ldexp(1024 + mantissa, exponent - 25));
+}
+
+inline uint16_t float_to_half_reference(float f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  if (std::isnan(f)) return 0x7E00 | sign;
+  const double a = std::fabs(static_cast<double>(f));
+  if (a >= 65520.0) return 0x7C00 | sign;  // past the largest float16 (65504) by half an ulp or more: Inf
+  if (a < std::ldexp(1.0, -14)) return sign | static_cast<uint16_t>(std::nearbyint(std::ldexp(a, 24)));  // subnormal
+  int e;
+  std::frexp(a, &e);                                 // a = m * 2^e, m in [0.5, 1)
+  --e;                                               // a = s * 2^e, s in [1, 2)
+  double q = std::nearbyint(std::ldexp(a, 10 - e));  // 1024 .. 2048
+  if (q == 2048.0) q = 1024.0, ++e;
+  return sign | static_cast<uint16_t>(((e + 15) << 10) | (static_cast<int>(q) - 1024));
+}
+
+template <typename T>
+float independent_to_float(T v) {
+  if constexpr (std::is_same_v<T, fin::half_bits>) {
+    return half_to_float_reference(v.x);
+  } else if constexpr (std::is_same_v<T, fin::bfloat16_bits>) {
+    const uint32_t u = static_cast<uint32_t>(v.x) << 16;
+    float f;
+    std::memcpy(&f, &u, sizeof(f));
+    return f;
+  } else {
+    return static_cast<float>(v);
+  }
+}
+
+template <typename T>
+T independent_from_float(float f) {
+  if constexpr (std::is_same_v<T, fin::half_bits>) {
+    return T{float_to_half_reference(f)};
+  } else if constexpr (std::is_same_v<T, fin::bfloat16_bits>) {
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof(u));
+    if (std::isnan(f)) return T{0x7FC0};  // the canonical quiet NaN (c10::BFloat16's)
+    u += 0x7FFFu + ((u >> 16) & 1u);      // round to nearest, ties to even (carries into the exponent)
+    return T{static_cast<uint16_t>(u >> 16)};
+  } else {
+    return f;
+  }
+}
+
+size_t reference_disagreements = 0;
+
 struct Params {
   std::vector<float> weight, bias;
   explicit Params(size_t channels) : weight(channels), bias(channels) {
@@ -58,7 +117,10 @@ struct Params {
   }
   template <typename in_t, typename out_t>
   out_t expected(in_t x, size_t c) const {
-    return fin::from_float<out_t>(fin::affine(fin::to_float(x), weight[c], bias[c]));
+    const out_t mine = fin::from_float<out_t>(fin::affine(fin::to_float(x), weight[c], bias[c]));
+    const out_t theirs = independent_from_float<out_t>(std::fmaf(independent_to_float(x), weight[c], bias[c]));
+    if (std::memcmp(&mine, &theirs, sizeof(out_t)) != 0) ++reference_disagreements;
+    return mine;
   }
 };
 
@@ -349,6 +411,9 @@ int main() {
   check_pair<float, fin::half_bits>("float32->float16");
   check_pair<float, fin::bfloat16_bits>("float32->bfloat16");
   check_pair<float, float>("float32->float32");
+  // Every expected value above, against the reference that shares no conversion or rounding code.
+  report(reference_disagreements == 0, "numerics.h agrees with the independent reference", "all",
+         reference_disagreements);
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }
