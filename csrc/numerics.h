@@ -92,7 +92,7 @@ FIN_HOST_DEVICE float from_float<float>(float f) {
 template <>
 FIN_HOST_DEVICE bfloat16_bits from_float<bfloat16_bits>(float f) {
   const uint32_t u = float_as_bits(f);
-  const uint32_t rounded = u >> 16;
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
   // NaN would round into Inf or flip the sign: emit the canonical quiet NaN instead, like c10::BFloat16.
   const bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
   return bfloat16_bits{static_cast<uint16_t>(is_nan ? 0x7FC0u : rounded)};
