@@ -1,7 +1,18 @@
-"""vLLM plugin: runs vLLM's FusedMMInputNorm through torch.ops.fused_input_norm.
+"""vLLM plugin: serves Qwen-VL images through FusedImageProcessor and runs vLLM's FusedMMInputNorm through
+torch.ops.fused_input_norm.
 
 vLLM calls `register` in each of its processes through the `vllm.general_plugins` entry point (see
-pyproject.toml; `VLLM_PLUGINS` filters plugins by name). It registers a subclass of vLLM's own
+pyproject.toml; `VLLM_PLUGINS` filters plugins by name). It does two independent things.
+
+Images (FUSED_INPUT_NORM_VLLM_PROCESSOR=1, the default; 0 turns it off): the transformers processor vLLM
+loads for Qwen2-VL, Qwen2.5-VL and Qwen3-VL gets a FusedHFImageProcessor as its image_processor, with
+transformers' call signature and the same outputs (uint8 patch rows on vLLM's mm_device_do_normalize path,
+float32 otherwise), faster. The hook wraps `cached_processor_from_config` where vLLM's processing context
+calls it (imported by name into that module, so that is the name to wrap). Videos, other models, and calls
+it does not reproduce stay with transformers; one log line says which processor serves a model's images,
+and why where it is transformers'.
+
+FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
 constructed, configured and stored exactly as upstream's (its __init__, buffers and input_dtype), with
 forward_cuda, forward_hip, forward_native and forward_oot running this package's op: no 2^31-element limit,
@@ -11,12 +22,15 @@ Inputs the op has no kernel for (another device, float64 pixels) and the XPU pat
 vllm is imported only inside `register`: importing this module, or fused_input_norm, never imports it.
 """
 
+import functools
 import importlib
 import logging
+import os
 
 import torch
 
 from . import build_info, ops
+from .hf_adapter import FusedHFImageProcessor, unsupported
 from .module import channel_view
 
 # A child of vLLM's logger: our lines appear in vLLM's log, in its format and at its level.
@@ -26,8 +40,106 @@ UPSTREAM_MODULE = "vllm.model_executor.layers.fusion.mm_input_norm"
 UPSTREAM_CLASS = "FusedMMInputNorm"
 
 
+PROCESSOR_SWITCH = "FUSED_INPUT_NORM_VLLM_PROCESSOR"
+CONTEXT_MODULE = "vllm.multimodal.processing.context"
+SERVED_ARCHITECTURES = (
+    "Qwen2VLForConditionalGeneration",
+    "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration",
+)
+
+
 def register() -> None:
-    """The entry point. Never raises: a vLLM this cannot serve keeps its own class, and the log says why."""
+    """The entry point. Never raises: what this cannot serve stays vLLM's and transformers', and the log says
+    why."""
+    register_image_processor()
+    register_input_norm()
+
+
+def register_image_processor() -> None:
+    """Wraps vLLM's cached_processor_from_config so that the Qwen-VL processors it returns hold a
+    FusedHFImageProcessor."""
+    switch = os.environ.get(PROCESSOR_SWITCH, "1")
+    if switch != "1":
+        if switch != "0":
+            logger.warning(
+                "fused_input_norm: %s must be 1 or 0, got %r: images stay with transformers", PROCESSOR_SWITCH, switch
+            )
+        else:
+            logger.info("fused_input_norm: images stay with transformers' processor (%s=0)", PROCESSOR_SWITCH)
+        return
+    try:
+        context = importlib.import_module(CONTEXT_MODULE)
+        original = context.cached_processor_from_config
+    except (ImportError, AttributeError) as e:
+        logger.warning(
+            "fused_input_norm: images stay with transformers' processor: this vLLM has no %s.cached_processor_from_config (%s)",
+            CONTEXT_MODULE,
+            e,
+        )
+        return
+    if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
+        return
+
+    @functools.wraps(original)
+    def cached_processor_from_config(model_config, *args, **kwargs):
+        processor = original(model_config, *args, **kwargs)
+        serve_images(model_config, processor)
+        return processor
+
+    cached_processor_from_config.fused_input_norm_wrapped = original
+    context.cached_processor_from_config = cached_processor_from_config
+
+
+_said: set[tuple] = set()
+
+
+def _say_once(key: tuple, message: str, *args: object) -> None:
+    if key not in _said:
+        _said.add(key)
+        logger.info(message, *args)
+
+
+def serve_images(model_config: object, processor: object) -> None:
+    """Puts a FusedHFImageProcessor in `processor` (a transformers processor vLLM loaded for the model) where
+    it serves the model's images; logs once per model which processor serves them, and why."""
+    upstream = getattr(processor, "image_processor", None)
+    if upstream is None or isinstance(upstream, FusedHFImageProcessor):
+        return
+    architectures = list(getattr(model_config, "architectures", None) or [])
+    model = getattr(model_config, "model", None)
+    key = (model, type(upstream).__name__)
+    name = type(upstream).__name__
+    if not any(a in SERVED_ARCHITECTURES for a in architectures):
+        _say_once(
+            key,
+            "fused_input_norm: transformers' %s serves images for %s: FusedImageProcessor serves %s",
+            name,
+            architectures,
+            ", ".join(SERVED_ARCHITECTURES),
+        )
+        return
+    reason = unsupported(upstream)
+    if reason is not None:
+        _say_once(key, "fused_input_norm: transformers' %s serves images for %s: %s", name, architectures, reason)
+        return
+    try:
+        processor.image_processor = FusedHFImageProcessor(upstream, logger)
+    except Exception as e:  # never an error in vLLM's path: transformers' keeps serving
+        _say_once(key, "fused_input_norm: transformers' %s serves images for %s: %s", name, architectures, e)
+        return
+    _say_once(
+        key,
+        "fused_input_norm: FusedImageProcessor (reference %r) serves images for %s in place of transformers' %s; "
+        "videos stay with transformers",
+        processor.image_processor.reference,
+        architectures,
+        name,
+    )
+
+
+def register_input_norm() -> None:
+    """Registers the FusedMMInputNorm replacement."""
     try:
         from vllm.model_executor.custom_op import CustomOp, op_registry_oot
     except ImportError as e:

@@ -127,7 +127,9 @@ def plugin_log():
 def test_register_without_vllm_logs_and_returns(plugin_log):
     vllm_plugin.register()
     assert [r.getMessage() for r in plugin_log] == [
-        "fused_input_norm: not registering: vLLM's CustomOp registry cannot be imported (No module named 'vllm')"
+        "fused_input_norm: images stay with transformers' processor: this vLLM has no "
+        "vllm.multimodal.processing.context.cached_processor_from_config (No module named 'vllm')",
+        "fused_input_norm: not registering: vLLM's CustomOp registry cannot be imported (No module named 'vllm')",
     ]
 
 

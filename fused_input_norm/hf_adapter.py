@@ -1,0 +1,199 @@
+"""FusedHFImageProcessor: FusedImageProcessor behind a transformers image processor's call signature, so code
+that holds a transformers processor (vLLM's multimodal processors) can be handed this one instead.
+
+It wraps the transformers image processor it replaces (`upstream`) and resolves every call's kwargs exactly
+as upstream's `preprocess` does (its defaults, then its `_standardize_kwargs`: min_pixels / max_pixels /
+size aliases included). Where the resolved call is one FusedImageProcessor reproduces, it serves it:
+`pixel_values` equal to upstream's (uint8 patch rows when do_rescale and do_normalize are off, float32
+otherwise) and the same `image_grid_thw`. Any other call (a kwarg it does not reproduce, an input type it does
+not take) goes to upstream unchanged, and the first call of each kind logs why. Every other attribute
+(merge_size, size, get_number_of_image_patches, ...) is upstream's.
+
+Imports transformers only when called: importing this module never does.
+"""
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import config as configs
+from .processor import FusedImageProcessor
+
+logger = logging.getLogger(__name__)
+
+# Resolved kwargs that change nothing FusedImageProcessor computes (grouping only batches same-sized images;
+# default_to_square was consumed by size's standardization).
+_NO_EFFECT = {"disable_grouping", "default_to_square"}
+# Kwargs FusedImageProcessor reads, as a preprocessor config's keys.
+_CONFIG_KEYS = (
+    "do_resize",
+    "size",
+    "resample",
+    "do_rescale",
+    "rescale_factor",
+    "do_normalize",
+    "image_mean",
+    "image_std",
+    "do_convert_rgb",
+    "patch_size",
+    "temporal_patch_size",
+    "merge_size",
+)
+# Kwargs that must be off (None or False) to be reproduced.
+_OFF = ("do_center_crop", "crop_size", "do_pad", "pad_size", "input_data_format")
+
+
+def reference_of(upstream: object) -> str | None:
+    """Whose resize upstream runs: "torchvision" (transformers 5's default processors, what vLLM gets),
+    "pil" (the *Pil processors, use_fast=False), or None for a backend this does not know."""
+    names = {cls.__name__ for cls in type(upstream).__mro__}
+    if "TorchvisionBackend" in names:
+        return "torchvision"
+    if "PilBackend" in names:
+        return "pil"
+    return None
+
+
+def unsupported(upstream: object) -> str | None:
+    """Why FusedHFImageProcessor cannot stand in for `upstream` at all; None when it can."""
+    if reference_of(upstream) is None:
+        return f"{type(upstream).__name__} is neither transformers' torchvision nor its PIL backend"
+    if configs.kind_of({"image_processor_type": type(upstream).__name__}) != "qwen2_vl":
+        return f"{type(upstream).__name__} is not a Qwen-VL image processor"
+    for method in ("_standardize_kwargs", "preprocess"):
+        if not callable(getattr(upstream, method, None)):
+            return f"{type(upstream).__name__} has no {method}"
+    if not isinstance(getattr(upstream, "_valid_kwargs_names", None), list):
+        return f"{type(upstream).__name__} has no _valid_kwargs_names"
+    try:
+        configs.resolve(_resolve_config(upstream, {})[0], type(upstream).__name__)
+    except (TypeError, ValueError) as e:
+        return str(e)
+    return None
+
+
+class FusedHFImageProcessor:
+    """A transformers Qwen-VL image processor's interface (`__call__`/`preprocess(images, **kwargs)` returning
+    a BatchFeature, and every attribute of `upstream`), served by FusedImageProcessor where it reproduces the
+    call; see the module docstring."""
+
+    def __init__(self, upstream: Any, log: logging.Logger = logger):
+        reason = unsupported(upstream)
+        if reason is not None:
+            raise ValueError(f"FusedHFImageProcessor: cannot serve {type(upstream).__name__}: {reason}")
+        self.upstream = upstream
+        self.reference = reference_of(upstream)
+        self._processors: dict[tuple, FusedImageProcessor] = {}
+        self._logged: set[str] = set()
+        self._log = log  # the host's logger (vLLM's), where its users read why a call went to transformers
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names this class lacks: upstream's attributes and methods. (`upstream` itself
+        # is missing only on a half-built object, e.g. while unpickling: no recursion then.)
+        if name == "upstream":
+            raise AttributeError(name)
+        return getattr(self.upstream, name)
+
+    def __repr__(self) -> str:
+        return f"FusedHFImageProcessor(reference={self.reference!r}, upstream={type(self.upstream).__name__})"
+
+    def __call__(self, images: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.preprocess(images, *args, **kwargs)
+
+    def preprocess(self, images: Any, *args: Any, **kwargs: Any) -> Any:
+        served = self._serve(images, args, kwargs)
+        if isinstance(served, str):
+            if served not in self._logged:
+                self._logged.add(served)
+                self._log.info(
+                    "fused_input_norm: transformers' %s serves this call: %s", type(self.upstream).__name__, served
+                )
+            return self.upstream.preprocess(images, *args, **kwargs)
+        return served
+
+    def _serve(self, images: Any, args: tuple, kwargs: dict) -> Any:
+        """The BatchFeature, or why this call goes to upstream."""
+        if args:
+            return "positional arguments after images"
+        flat = images if isinstance(images, list | tuple) else [images]
+        if not flat:
+            return "no images"
+        if any(not _is_image(image) for image in flat):
+            return "an image that is not a PIL image, an array or a tensor (nested lists, URLs, paths)"
+        unknown = set(kwargs) - set(self.upstream._valid_kwargs_names) - {"return_tensors", "device"}
+        if unknown:
+            return f"kwargs {sorted(unknown)} that the processor does not declare"
+        try:
+            config, rest = _resolve_config(self.upstream, kwargs)
+            configs.resolve(config, "FusedHFImageProcessor")
+        except (TypeError, ValueError) as e:
+            return str(e)
+        if config["do_rescale"] != config["do_normalize"]:
+            return "do_rescale and do_normalize differ (both on, float32, or both off, uint8, are served)"
+        raw = not config["do_rescale"]  # transformers then returns the resized uint8 bytes
+        return_tensors = rest.pop("return_tensors", None)
+        if return_tensors not in (None, "pt"):
+            return f"return_tensors={return_tensors!r} (only 'pt' is served)"
+        device = rest.pop("device", None)
+        data_format = rest.pop("data_format", None)
+        if data_format not in (None, "channels_first") and getattr(data_format, "value", None) != "channels_first":
+            return f"data_format={data_format!r}"
+        for key in _OFF:
+            if rest.pop(key, None) not in (None, False):
+                return f"{key} is set"
+        leftover = {k: v for k, v in rest.items() if k not in _NO_EFFECT and v is not None}
+        if leftover:
+            return f"kwargs it does not reproduce: {sorted(leftover)}"
+        try:
+            device = torch.device(device if device is not None else "cpu")
+        except (TypeError, RuntimeError):
+            return f"device={device!r}"
+        processor = self._processor(config, device)
+        out = processor(list(flat), visual_dtype=torch.uint8 if raw else torch.float32)
+        from transformers import BatchFeature
+
+        return BatchFeature(data=out, tensor_type=return_tensors)
+
+    def _processor(self, config: dict, device: torch.device) -> FusedImageProcessor:
+        key = (repr(sorted(config.items())), str(device))
+        processor = self._processors.get(key)
+        if processor is None:
+            processor = FusedImageProcessor.from_preprocessor_config(config, device=device, reference=self.reference)
+            self._processors[key] = processor
+        return processor
+
+
+def _is_image(image: object) -> bool:
+    if isinstance(image, np.ndarray | torch.Tensor):
+        return image.dtype in (np.uint8, torch.uint8)
+    try:
+        from PIL import Image
+    except ImportError:
+        return False
+    return isinstance(image, Image.Image)
+
+
+def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:
+    """The call's kwargs resolved as upstream's preprocess resolves them (its attributes as defaults, then its
+    _standardize_kwargs), split into a preprocessor config for FusedImageProcessor and the rest. transformers
+    reads an unset flag (None) as off: so does the config here."""
+    resolved = dict(kwargs)
+    for name in upstream._valid_kwargs_names:
+        resolved.setdefault(name, getattr(upstream, name, None))
+    resolved = upstream._standardize_kwargs(**resolved)
+    config = {"image_processor_type": type(upstream).__name__}
+    for key in _CONFIG_KEYS:
+        value = resolved.pop(key, None)
+        if key == "resample":
+            value = getattr(value, "value", value)  # PIL's Resampling or torchvision's InterpolationMode
+        elif key.startswith("do_"):
+            value = bool(value)
+        elif key == "size" and value is not None:
+            value = {k: v for k, v in dict(value).items() if v is not None}
+        elif key in ("image_mean", "image_std") and isinstance(value, tuple):
+            value = list(value)
+        config[key] = value
+    return config, resolved
