@@ -1,0 +1,114 @@
+"""Per-request time of vLLM's multimodal processor apply() with the plugin serving images (FusedImageProcessor)
+and with transformers' processor (FUSED_INPUT_NORM_VLLM_PROCESSOR=1 / 0, each in its own process), at 1
+thread, on the Qwen2-VL config, for PIL images as vLLM's media loader gives them (the copy out of the PIL
+image is inside apply). vLLM's own hashing of the image (its processor-cache key) is reported apart.
+
+    .venv-vllm/bin/python scripts/bench_vllm.py [--repeats N]
+
+Targets (issue 25): at least 3x at 12 MP (4032x3024) and 2x at 1080p against transformers' processor.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from test_vllm_processor import IMAGE, photo, write_model  # the tests' model directory and photos
+
+SIZES = [(1080, 1920), (3024, 4032)]
+MAX_PIXELS = [12845056, 1003520]  # the checkpoint's, and a common serving cap (a per-request kwarg)
+
+
+def worker(model_dir: str, repeats: int, device_normalize: bool) -> dict:
+    import torch
+    from PIL import Image
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    from vllm.multimodal.processing.context import TimingContext
+    from vllm.multimodal.processing.inputs import ProcessorInputs
+    from vllm.plugins import load_general_plugins
+
+    torch.set_num_threads(1)
+    load_general_plugins()
+    config = ModelConfig(
+        model=model_dir, tokenizer=model_dir, dtype="bfloat16", mm_device_do_normalize=device_normalize
+    )
+    processor = MULTIMODAL_REGISTRY.create_processor(config)
+    tokenizer = processor.info.get_tokenizer()
+    prompt = tokenizer.encode(IMAGE + " describe")
+    results = {"class": type(processor.info.get_hf_processor().image_processor).__name__}
+    for height, width in SIZES:
+        image = Image.fromarray(photo(height, width, 0))
+        for max_pixels in MAX_PIXELS:
+            kwargs = {} if max_pixels == 12845056 else {"max_pixels": max_pixels}
+            times, hashing = [], []
+            for i in range(repeats + 2):
+                inputs = ProcessorInputs(prompt, processor.info.parse_mm_data({"image": [image]}), None, kwargs)
+                timing = TimingContext(enabled=True)
+                start = time.perf_counter()
+                processor.apply(inputs, timing)
+                elapsed = time.perf_counter() - start
+                if i >= 2:  # two warm-ups: plans, allocator, lazy imports
+                    times.append(elapsed)
+                    hashing.append(sum(v for k, v in timing.stage_secs.items() if "hash" in k))
+            results[f"{height}x{width}@{max_pixels}"] = {
+                "apply_ms": statistics.median(times) * 1e3,
+                "hash_ms": statistics.median(hashing) * 1e3,
+                "stages": {k: round(v * 1e3, 2) for k, v in timing.stage_secs.items()},
+            }
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--float", action="store_true", help="mm_device_do_normalize off (float32 pixel_values)")
+    parser.add_argument("--worker", nargs=2, metavar=("MODEL_DIR", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        with open(args.worker[1], "w") as f:
+            json.dump(worker(args.worker[0], args.repeats, not args.float), f)
+        return
+    with tempfile.TemporaryDirectory() as root:
+        model_dir = os.path.join(root, "qwen2_vl")
+        write_model(model_dir, "qwen2_vl")
+        sides = {}
+        for switch in ("1", "0"):
+            out = os.path.join(root, f"{switch}.json")
+            env = {**os.environ, "FUSED_INPUT_NORM_VLLM_PROCESSOR": switch, "OMP_NUM_THREADS": "1"}
+            command = [sys.executable, os.path.abspath(__file__), "--worker", model_dir, out, "--repeats"]
+            command += [str(args.repeats)] + (["--float"] if args.float else [])
+            subprocess.run(command, env=env, check=True, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(out) as f:
+                sides[switch] = json.load(f)
+    on, off = sides["1"], sides["0"]
+    path = "float32" if args.float else "uint8 (mm_device_do_normalize)"
+    print(f"vLLM apply() per request, 1 thread, Qwen2-VL, {path}; median of {args.repeats}")
+    print(f"  plugin on: {on['class']}; off: {off['class']}")
+    print("| image | max_pixels | transformers ms | fused ms | speed-up | target | vLLM hashing ms (on / off) |")
+    print("|---|---|---|---|---|---|---|")
+    for height, width in SIZES:
+        target = 3.0 if height * width > 10e6 else 2.0
+        for max_pixels in MAX_PIXELS:
+            key = f"{height}x{width}@{max_pixels}"
+            a, b = off[key], on[key]
+            ratio = a["apply_ms"] / b["apply_ms"]
+            verdict = "met" if ratio >= target else "NOT met"
+            print(
+                f"| {width}x{height} | {max_pixels} | {a['apply_ms']:.1f} | {b['apply_ms']:.1f} | {ratio:.2f}x | "
+                f">= {target:.0f}x {verdict} | {b['hash_ms']:.1f} / {a['hash_ms']:.1f} |"
+            )
+    print("vLLM's stages (ms, the last run):")
+    for side, result in (("fused", on), ("transformers", off)):
+        for key, value in result.items():
+            if key != "class":
+                print(f"  {side} {key}: {value['stages']}")
+
+
+if __name__ == "__main__":
+    main()
