@@ -278,7 +278,24 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const uint8_t* input, int
   const int64_t sb = p.strides[0], sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
   Scratch& s = scratch;
   const uint8_t* image = input + b * sb;
-  if (!p.row_plan) {  // horizontal only
+  if (!p.row_plan && !p.col_plan) {  // no pass: the crop's rows, as planes
+    const uint8_t* first = image + (p.top + y0) * sh + p.left * sw;
+    for (int64_t y = 0; y < rows; ++y) {
+      const uint8_t* row = first + y * sh;
+      if (sc == 1 && sw == C) {
+        split_channels(row, C, w, band + y * w, rows * w);
+      } else {
+        for (int64_t c = 0; c < C; ++c) {
+          uint8_t* to = band + (c * rows + y) * w;
+          if (sw == 1) {
+            std::memcpy(to, row + c * sc, static_cast<size_t>(w));
+          } else {
+            for (int64_t x = 0; x < w; ++x) to[x] = row[c * sc + x * sw];
+          }
+        }
+      }
+    }
+  } else if (!p.row_plan) {  // horizontal only
     horizontal_pass<cap>(image + (p.top + y0) * sh, sc, sh, sw, C, rows, 0, p.col_plan, p.left, w, band, rows * w, w);
   } else if (p.two_passes() && !p.vertical_first) {
     // Horizontal first: the input rows this band's vertical taps read, resampled across.
@@ -353,6 +370,9 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
   const int64_t tasks = p.batch * bands;
   const int64_t grain = band_work * tasks < kSerialWork ? tasks : std::max<int64_t>(1, kGrainWork / band_work);
 
+  // The output is usually fresh (the one allocation of a processor or patchify call), and the op its first
+  // writer.
+  advise_huge_pages(out);
   FIN_DISPATCH_RESIZE_OUT(out.scalar_type(), [&] {
     auto* y = static_cast<out_t*>(out.mutable_data_ptr());
     torch::stable::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
