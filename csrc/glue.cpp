@@ -3,6 +3,7 @@
 #include "glue.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -181,7 +182,13 @@ void advise_huge_pages(const Tensor& out) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
   const auto nbytes = static_cast<uintptr_t>(out.numel()) * out.element_size();
-  if (nbytes < 4 * kHugePage) return;
+  // FUSED_INPUT_NORM_HUGE_PAGES=0 leaves every output to the system's page size (where THP compaction
+  // stalls cost more than the faults they save).
+  static const bool enabled = [] {
+    const char* value = std::getenv("FUSED_INPUT_NORM_HUGE_PAGES");
+    return value == nullptr || std::string(value) != "0";
+  }();
+  if (!enabled || nbytes < 4 * kHugePage) return;
   const auto begin = reinterpret_cast<uintptr_t>(out.mutable_data_ptr());
   const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
   const uintptr_t last = (begin + nbytes) & ~(kHugePage - 1);
