@@ -94,7 +94,14 @@ def to_device_rgb(
     """The image on `device`, RGB-converted there when `convert_rgb`."""
     # Non-blocking only host to GPU (stream-ordered before the kernels); a copy to the host must land before
     # the CPU kernels read it.
-    image = image.to(device, non_blocking=image.device.type == "cpu")
+    if source == "pil" and image.device != device and image.stride(0) == 1 and image.stride(2) > image.shape[0]:
+        # Pillow's memory read in place (RGB as RGBX): its dense [H, W, 4] block crosses in one copy, where a
+        # copy of the padded view would first gather it into a contiguous one on the host.
+        step = image.stride(2)
+        dense = image.as_strided((image.shape[1], image.shape[2], step), (image.stride(1), step, 1))
+        image = dense.to(device, non_blocking=True)[:, :, : image.shape[0]].permute(2, 0, 1)
+    else:
+        image = image.to(device, non_blocking=image.device.type == "cpu")
     return to_rgb(image, source, reference) if convert_rgb else image
 
 
