@@ -90,18 +90,23 @@ def main() -> None:
     path = "float32" if args.float else "uint8 (mm_device_do_normalize)"
     print(f"vLLM apply() per request, 1 thread, Qwen2-VL, {path}; median of {args.repeats}")
     print(f"  plugin on: {on['class']}; off: {off['class']}")
-    print("| image | max_pixels | transformers ms | fused ms | speed-up | target | vLLM hashing ms (on / off) |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| image | max_pixels | transformers ms | fused ms | speed-up | target | vLLM hashing ms (on / off) "
+        "| speed-up without the hashing |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for height, width in SIZES:
         target = 3.0 if height * width > 10e6 else 2.0
         for max_pixels in MAX_PIXELS:
             key = f"{height}x{width}@{max_pixels}"
             a, b = off[key], on[key]
             ratio = a["apply_ms"] / b["apply_ms"]
+            # vLLM's own work, the same on both sides, apart (it varies most from run to run on a busy machine).
+            own = (a["apply_ms"] - a["hash_ms"]) / (b["apply_ms"] - b["hash_ms"])
             verdict = "met" if ratio >= target else "NOT met"
             print(
                 f"| {width}x{height} | {max_pixels} | {a['apply_ms']:.1f} | {b['apply_ms']:.1f} | {ratio:.2f}x | "
-                f">= {target:.0f}x {verdict} | {b['hash_ms']:.1f} / {a['hash_ms']:.1f} |"
+                f">= {target:.0f}x {verdict} | {b['hash_ms']:.1f} / {a['hash_ms']:.1f} | {own:.2f}x |"
             )
     print("vLLM's stages (ms, the last run):")
     for side, result in (("fused", on), ("transformers", off)):
