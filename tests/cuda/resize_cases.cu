@@ -191,7 +191,7 @@ Outcome run_job(Context& ctx, const Job& j, const uint8_t* din) {
                            (p.two_passes() ? compare_values(ws, emulated_ws, "GPU vs emulated workspace") : "");
     diff += vs.empty() ? "the GPU equals the host emulation of the kernels (the reference differs)" : vs;
   }
-  if (!ctx.dump_dir.empty() && j.identity && diff.empty() && p.batch == 1) {
+  if (!ctx.dump_dir.empty() && j.identity && diff.empty() && p.batch == 1 && p.patch == 0) {  // planar only
     std::vector<uint8_t> u8(got.size());
     for (size_t i = 0; i < got.size(); ++i) u8[i] = static_cast<uint8_t>(fin::to_float(got[i]));
     std::ofstream(ctx.dump_dir + "/" + j.name + ".u8", std::ios::binary)
