@@ -136,15 +136,20 @@ def resize_into(
     reference: str,
     plans: PlanCache,
     patches: Sequence[int] = (),
+    clip: bool = False,
 ) -> None:
-    """Writes the resized, cropped, normalized `images` ([B, C, H, W] uint8, any strides) into `out`."""
+    """Writes the resized, cropped, normalized `images` ([B, C, H, W] uint8, any strides) into `out`; with
+    `clip`, the images are frames and each temporal_patch_size consecutive ones make one temporal patch."""
     in_h, in_w = images.shape[-2:]
     out_h, out_w = size
     if (out_h, out_w) == (in_h, in_w):
         # Nothing to resample: both references copy. The crop and layout are a view for the affine.
         top, left, h, w = crop
         view = images[:, :, top : top + h, left : left + w]
-        if patches:
+        if patches and clip:
+            pv = patch_view(view, patches[1], patches[0], patches[2])
+            _affine_or_copy(out.view(pv.shape), pv, weight, bias, PATCH_CHANNEL_DIM)
+        elif patches:
             temporal, patch, merge = patches
             rows = out.shape[0] // view.shape[0]
             for b in range(view.shape[0]):
@@ -158,7 +163,7 @@ def resize_into(
     row_plan = plans.get(in_h, out_h, resample, reference, device)
     col_plan = plans.get(in_w, out_w, resample, reference, device)
     first = vertical_first(pil_rule(reference), in_h, in_w, out_h, out_w)
-    ops.resize_affine_out(out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches)
+    ops.resize_affine_out(out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches, clip)
 
 
 def _affine_or_copy(out: torch.Tensor, view: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, dim: int) -> None:
