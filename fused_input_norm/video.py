@@ -11,7 +11,6 @@ read, sampled, checked and sized before the first kernel runs.
 """
 
 import dataclasses
-import itertools
 import math
 import os
 from collections.abc import Mapping
@@ -64,7 +63,8 @@ def video_name(i: int, count: int) -> str:
 class _Clip:
     """One clip of a call, read and sampled: its frames, its resized size and where it goes."""
 
-    frames: torch.Tensor  # uint8 [F, C, H, W] (a view where possible), C 1 or 3
+    frames: torch.Tensor  # uint8 [F, C, H, W], the whole clip as given (a view where possible), C 1 or 3
+    indices: list[int]  # the frames taken, in order (sampled, or all of them)
     size: tuple[int, int]
     grid: tuple[int, int, int]
 
@@ -157,51 +157,25 @@ class FusedVideoProcessor:
             frames = clip.frames.to(self.device, non_blocking=clip.frames.device.type == "cpu")
             if frames.shape[1] == 1:  # do_convert_rgb: gray repeated (a stride-0 view)
                 frames = frames.expand(-1, 3, -1, -1)
-            crop = (0, 0, *clip.size)
-            whole, rest = divmod(frames.shape[0], temporal)
             group_rows = clip.grid[1] * clip.grid[2]
-            if whole:  # the whole temporal groups: every frame resampled once, into its slot
+            done = 0
+            for piece, groups, as_clip in temporal_pieces(frames, clip.indices, temporal):
+                # Each piece: whole temporal groups of frames (each resampled once, into its slot), or the
+                # last frame alone, repeated T times (the op's still-image layout).
                 resize_into(
-                    clip_out[: whole * group_rows],
-                    frames[: whole * temporal],
+                    clip_out[done * group_rows : (done + groups) * group_rows],
+                    piece,
                     weight,
                     bias,
                     clip.size,
-                    crop,
+                    (0, 0, *clip.size),
                     settings.resample,
                     self.reference,
                     self._plans,
                     patches,
-                    clip=True,
+                    clip=as_clip,
                 )
-            if rest == 1:  # the last frame alone, repeated T times: the op's still-image layout
-                resize_into(
-                    clip_out[whole * group_rows :],
-                    frames[-1:],
-                    weight,
-                    bias,
-                    clip.size,
-                    crop,
-                    settings.resample,
-                    self.reference,
-                    self._plans,
-                    patches,
-                )
-            elif rest:  # several frames and the last repeated after them (T > 2 only): T frames gathered
-                last = torch.cat((frames[-rest:], frames[-1:].expand(temporal - rest, -1, -1, -1)))
-                resize_into(
-                    clip_out[whole * group_rows :],
-                    last,
-                    weight,
-                    bias,
-                    clip.size,
-                    crop,
-                    settings.resample,
-                    self.reference,
-                    self._plans,
-                    patches,
-                    clip=True,
-                )
+                done += groups
         grid = torch.tensor([clip.grid for clip in clips], dtype=torch.int64, device="cpu")
         return {"pixel_values_videos": out, "video_grid_thw": grid}
 
@@ -242,11 +216,13 @@ class FusedVideoProcessor:
             if settings.do_sample_frames:
                 total, fps = _total_and_fps(metas[i], frames.shape[0], name)
                 indices = self._sample(total, fps, settings, name)
-                frames = _take(frames, indices, name)
-            size = self._size(frames.shape[0], *frames.shape[-2:], settings, name)
+                _check_indices(indices, frames.shape[0], name)
+            else:
+                indices = list(range(frames.shape[0]))
+            size = self._size(len(indices), *frames.shape[-2:], settings, name)
             temporal = settings.temporal_patch_size
-            grid = (-(-frames.shape[0] // temporal), size[0] // settings.patch_size, size[1] // settings.patch_size)
-            clips.append(_Clip(frames, size, grid))
+            grid = (-(-len(indices) // temporal), size[0] // settings.patch_size, size[1] // settings.patch_size)
+            clips.append(_Clip(frames, indices, size, grid))
         return clips
 
     def _sample(self, total: int, video_fps: float | None, s: VideoSettings, name: str) -> list[int]:
@@ -504,16 +480,43 @@ def _total_and_fps(metadata: Mapping | None, frames: int, name: str) -> tuple[in
     return total, fps
 
 
-def _take(frames: torch.Tensor, indices: list[int], name: str) -> torch.Tensor:
-    """frames[indices]: a strided view when the indices step evenly (fps sampling often does), else a gather."""
-    if not indices or max(indices) >= frames.shape[0] or min(indices) < 0:
+def _check_indices(indices: list[int], count: int, name: str) -> None:
+    if not indices or max(indices) >= count or min(indices) < 0:
         raise ValueError(
-            f"{_WHERE}: {name} has {frames.shape[0]} frames; sampling picked frames {indices[:3]}...{indices[-3:]} "
+            f"{_WHERE}: {name} has {count} frames; sampling picked frames {indices[:3]}...{indices[-3:]} "
             f"(its video_metadata's total_num_frames does not describe it)"
         )
-    steps = {b - a for a, b in itertools.pairwise(indices)}
-    if len(indices) == 1:
-        return frames[indices[0] : indices[0] + 1]
-    if len(steps) == 1 and (step := steps.pop()) > 0:
-        return frames[indices[0] : indices[-1] + 1 : step]
-    return frames[torch.tensor(indices, device=frames.device)]
+
+
+def temporal_pieces(frames: torch.Tensor, indices: list[int], temporal: int):
+    """The frames `indices` of `frames` (padded with the last to whole groups of `temporal`, as transformers
+    pads) as (view, groups, clip mode) pieces, in order, without copying a frame where strides allow: runs of
+    whole groups whose indices step evenly are one strided view each (all frames, and fps sampling, are one
+    run; np.linspace's uneven steps give a run per group, which for T = 2 is still a view); a last lone frame
+    is the still-image layout (its T copies are one frame resampled once). Only a group of 3+ frames with
+    uneven steps, or a padded group of several real frames (T > 2), is gathered (a copy of T frames)."""
+    whole = len(indices) // temporal * temporal
+    main, rest = indices[:whole], indices[whole:]
+    pos = 0
+    while pos < whole:
+        step = main[pos + 1] - main[pos] if pos + 1 < whole else 1
+        end = pos + 1
+        while end < whole and main[end] - main[end - 1] == step:
+            end += 1
+        run = (end - pos) // temporal * temporal
+        if run == 0 or step < 0:  # a group that is no progression: gathered
+            yield frames[torch.tensor(main[pos : pos + temporal], device=frames.device)], 1, True
+            pos += temporal
+            continue
+        first = main[pos]
+        if step == 0:  # one frame repeated (sampling more frames than the clip has)
+            view = frames[first : first + 1].expand(run, -1, -1, -1)
+        else:
+            view = frames[first : first + step * (run - 1) + 1 : step]
+        yield view, run // temporal, True
+        pos += run
+    if len(rest) == 1:
+        yield frames[rest[0] : rest[0] + 1], 1, False
+    elif rest:
+        padded = rest + [rest[-1]] * (temporal - len(rest))
+        yield frames[torch.tensor(padded, device=frames.device)], 1, True

@@ -321,3 +321,52 @@ def test_refusals_that_transformers_also_makes(processors):
         processors["qwen2-vl"](clip(5), crop_sizes=3)
     with pytest.raises(ValueError, match=r"unsupported video processor 'LlavaNextVideoProcessor'"):
         FusedVideoProcessor.from_preprocessor_config({"video_processor_type": "LlavaNextVideoProcessor"})
+
+
+# ----- how a clip's frames reach the kernel: strided views of the clip, a copy only where none exists -----
+
+
+@pytest.mark.parametrize("temporal", [1, 2, 3])
+def test_temporal_pieces_are_the_padded_frames_in_order(temporal):
+    """The pieces, concatenated (a still-image piece repeated T times), are frames[indices] padded with the last
+    frame to whole groups, as transformers pads; for T <= 2 every piece is a view of the clip (no copy)."""
+    from fused_input_norm.video import temporal_pieces
+
+    frames = torch.arange(20, dtype=torch.uint8).view(20, 1, 1, 1).expand(20, 3, 2, 2)
+    rng = np.random.default_rng(temporal)
+    cases = [list(range(20)), list(range(0, 20, 3)), np.linspace(0, 19, 7).round().astype(int).tolist(), [4, 4, 4, 9]]
+    cases += [sorted(rng.choice(20, size=int(rng.integers(1, 20)), replace=False).tolist()) for _ in range(30)]
+    for indices in cases:
+        pad = -len(indices) % temporal
+        want = frames[indices + [indices[-1]] * pad]
+        got, groups = [], 0
+        for piece, n, as_clip in temporal_pieces(frames, indices, temporal):
+            got.append(piece if as_clip else piece.expand(temporal, -1, -1, -1))
+            assert len(got[-1]) == n * temporal
+            groups += n
+            if temporal <= 2:
+                assert piece.untyped_storage().data_ptr() == frames.untyped_storage().data_ptr(), indices
+        assert torch.equal(torch.cat(got), want), (indices, temporal)
+        assert groups == (len(indices) + pad) // temporal
+
+
+@pytest.mark.parametrize("frames", [4, 5, 7])
+def test_temporal_patch_size_3(frames):
+    """temporal_patch_size 3: padded groups of several real frames (gathered), against transformers."""
+    config = {"video_processor_type": "Qwen2VLVideoProcessor", "temporal_patch_size": 3, "min_pixels": 3136}
+    video = clip(frames)
+    got = FusedVideoProcessor.from_preprocessor_config(config, device="cpu")(video)
+    assert_same(got, expected(config, video))
+
+
+def test_sampled_clip_is_never_copied(processors):
+    """Qwen3-VL's fps sampling (np.linspace: uneven steps) reaches the kernel as views of the clip: no gather."""
+    video = clip(9)
+    metadata = {"total_num_frames": 9, "fps": 3.0}
+    p = processors["qwen3-vl"]
+    p(video, video_metadata=metadata)
+    with RecordOps() as recorded:
+        got = p(video, video_metadata=metadata)
+    names = [str(op) for op in recorded.ops()]
+    assert not any("index" in n or "cat" in n or "stack" in n for n in names), names
+    assert_same(got, expected(CONFIGS["qwen3-vl"], video, video_metadata=metadata))
