@@ -323,15 +323,17 @@ void resize_cases(Context& ctx) {
                 *in, true);
     }
   }
-  // A video clip: the frames (every photo of the smallest size, repeated to 6), two per temporal patch.
+  // A video clip of 6 frames, two per temporal patch: the smallest photo, each frame its pixels XOR a
+  // different byte (so that a frame in the wrong slot shows).
   const Photo* smallest = &photos[0];
   for (const Photo& p : photos)
     if (p.h * p.w < smallest->h * smallest->w) smallest = &p;
+  std::vector<Photo> frames(6, *smallest);
   std::vector<const Photo*> clip;
-  for (const Photo& p : photos)
-    if (p.h == smallest->h && p.w == smallest->w) clip.push_back(&p);
-  for (size_t k = 0; clip.size() < 6; ++k) clip.push_back(clip[k]);
-  clip.resize(6);
+  for (size_t k = 0; k < frames.size(); ++k) {
+    for (uint8_t& v : frames[k].hwc) v = static_cast<uint8_t>(v ^ (k * 37));
+    clip.push_back(&frames[k]);
+  }
   if (!ctx.context_lost) {
     std::unique_ptr<Inputs> in;
     ctx.run("resize", "upload a clip of 6 frames", [&]() -> Outcome {
