@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import RecordOps
+from conftest import RecordOps, requires_cuda
 
 from fused_input_norm import FusedVideoProcessor
 
@@ -370,3 +370,43 @@ def test_sampled_clip_is_never_copied(processors):
     names = [str(op) for op in recorded.ops()]
     assert not any("index" in n or "cat" in n or "stack" in n for n in names), names
     assert_same(got, expected(CONFIGS["qwen3-vl"], video, video_metadata=metadata))
+
+
+# ----- on CUDA: the same call's result as on the CPU (whose parity with transformers is checked above) -----
+
+
+@requires_cuda
+@pytest.mark.parametrize("reference", ["torchvision", "pil"])
+@pytest.mark.parametrize("config", ["qwen2-vl", "qwen3-vl-defaults"])
+def test_cuda_equals_cpu(config, reference):
+    """Odd clips (clip mode and the lone last frame), a gray clip, sampling with metadata, temporal_patch_size 3
+    (gathered groups); float32 within 1e-6, bfloat16 and uint8 equal; the grid on the CPU."""
+    videos = [clip(9), clip(6, 230, 170, "chelsea", (2, 6)), np.ascontiguousarray(clip(7, 180, 260, "coffee")[..., :1])]
+    metadata = [{"total_num_frames": n, "fps": fps} for n, fps in ((9, 3.0), (6, 2.0), (7, 2.5))]
+    configs = [CONFIGS[config], {**CONFIGS[config], "temporal_patch_size": 3}]
+    for cfg in configs:
+        cpu = FusedVideoProcessor.from_preprocessor_config(cfg, device="cpu", reference=reference)
+        gpu = FusedVideoProcessor.from_preprocessor_config(cfg, device="cuda", reference=reference)
+        for kwargs in ({"do_sample_frames": False}, {"do_sample_frames": True, "video_metadata": metadata, "fps": 2.0}):
+            for dtype in (torch.float32, torch.bfloat16, torch.uint8):
+                want, got = cpu(videos, dtype, **kwargs), gpu(videos, dtype, **kwargs)
+                assert got["pixel_values_videos"].device.type == "cuda"
+                assert got["video_grid_thw"].device.type == "cpu"
+                got = {k: v.cpu() for k, v in got.items()}
+                assert_same(got, want, atol=FP32_ATOL if dtype == torch.float32 else 0)
+
+
+@requires_cuda
+def test_cuda_clip_on_the_device_is_not_copied_back():
+    """A clip already on the GPU is processed there: no device-to-host copy, no sync once planned."""
+    p = FusedVideoProcessor.from_preprocessor_config(CONFIGS["qwen2-vl"], device="cuda")
+    video = torch.from_numpy(clip(9)).cuda()
+    want = p(video.cpu())
+    p(video)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        got = p(video)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert_same({k: v.cpu() for k, v in got.items()}, {k: v.cpu() for k, v in want.items()}, atol=0)
