@@ -141,6 +141,27 @@ def test_sampling_with_metadata(processors, config, record_property):
     record_property("max_abs_diff", assert_same(got, want))
 
 
+def test_sampling_config_keys_and_video_metadata_objects():
+    """do_sample_frames and fps in the config itself, transformers' VideoMetadata objects, a 5-D batch."""
+    from transformers.video_utils import VideoMetadata
+
+    for config in (
+        {"video_processor_type": "Qwen2VLVideoProcessor", "do_sample_frames": True, "fps": 1.0, "min_frames": 2},
+        {"video_processor_type": "Qwen3VLVideoProcessor", "fps": 1.5, "size": CONFIGS["qwen3-vl"]["size"]},
+    ):
+        p = FusedVideoProcessor.from_preprocessor_config(config, device="cpu")
+        videos = [clip(9), clip(8, name="coffee")]
+
+        def metadata():  # transformers writes frames_indices into them: fresh ones per call
+            return [VideoMetadata(total_num_frames=9, fps=4.0), VideoMetadata(total_num_frames=8, fps=3.0)]
+
+        assert_same(p(videos, video_metadata=metadata()), expected(config, videos, video_metadata=metadata()))
+        batch = np.stack([clip(8), clip(8, name="coffee")])
+        assert_same(
+            p(batch, video_metadata=metadata()[1:] * 2), expected(config, batch, video_metadata=metadata()[1:] * 2)
+        )
+
+
 @pytest.mark.parametrize(
     "config,kwargs",
     [
