@@ -78,7 +78,7 @@ void check_out(const Tensor& out, const Tensor& input, const std::vector<int64_t
 ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const std::optional<Tensor>& row_plan, const std::optional<Tensor>& col_plan,
                        const std::vector<int64_t>& size, const std::vector<int64_t>& crop, const std::string& filter,
-                       bool vertical_first, const std::vector<int64_t>& patches) {
+                       bool vertical_first, const std::vector<int64_t>& patches, bool clip) {
   ResizePlan p{};
   for (const auto& [name, t] :
        {std::pair<const char*, const Tensor&>{"out", out}, {"input", input}, {"weight", weight}, {"bias", bias}}) {
@@ -154,6 +154,14 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
       fail(ArgError::kValue, kOp, ": the cropped image ", p.crop_h, "x", p.crop_w,
            " must be a multiple of patch_size * merge_size = ", factor, " on both sides");
     }
+    if (clip && p.batch % p.temporal != 0) {
+      fail(ArgError::kValue, kOp, ": clip: the ", p.batch, " input frames must be whole groups of temporal_patch_size ",
+           p.temporal, " (pad the clip with its last frame)");
+    }
+    p.clip = clip;
+  } else if (clip) {
+    fail(ArgError::kValue, kOp, ": clip needs patches (temporal_patch_size, patch_size, merge_size): it groups frames ",
+         "into temporal patches");
   }
   const std::vector<int64_t> out_shape = finish_resize_plan(p);
   std::vector<const Tensor*> read = {&input, &weight, &bias};

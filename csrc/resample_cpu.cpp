@@ -361,6 +361,8 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
   const bool patches = p.patch > 0;
   const int64_t band_rows = patches ? p.patch * p.merge : kBandRows;
   const int64_t bands = (h + band_rows - 1) / band_rows;
+  // Clip mode: a task's band holds the band of each of the group's T frames, frame t at t * frame_elems.
+  const int64_t frames = p.clip ? p.temporal : 1, frame_elems = C * band_rows * width;
 
   // Patches: a band is one row of merged patches, a contiguous run of the output laid out like the
   // patchify view of the band (image and grid row dropped).
@@ -369,14 +371,14 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
   if (patches) {
     const int64_t P = p.patch, m = p.merge, T = p.temporal, factor = P * m, gw = width / factor;
     const int64_t sizes[7] = {gw, m, m, C, T, P, P};
-    const int64_t strides[7] = {factor, P * width, P, band_rows * width, 0, width, 1};
+    const int64_t strides[7] = {factor, P * width, P, band_rows * width, p.clip ? frame_elems : 0, width, 1};
     build_strided_layout(7, sizes, strides, 3, &band_layout);
     band_numel = gw * m * m * C * T * P * P;
   }
 
   // A band's share of the work: its slice of the input (read by the first pass) and of the output.
-  const int64_t band_work = std::max<int64_t>(1, C * (p.in_h * p.in_w + h * width) / bands);
-  const int64_t tasks = p.batch * bands;
+  const int64_t band_work = std::max<int64_t>(1, frames * C * (p.in_h * p.in_w + h * width) / bands);
+  const int64_t tasks = p.batch / frames * bands;
   const int64_t grain = band_work * tasks < kSerialWork ? tasks : std::max<int64_t>(1, kGrainWork / band_work);
 
   // The output is usually fresh (the one allocation of a processor or patchify call), and the op its first
@@ -386,14 +388,16 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
     auto* y = static_cast<out_t*>(out.mutable_data_ptr());
     torch::stable::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {
       for (int64_t task = begin; task < end; ++task) {
-        const int64_t image = task / bands, band = task % bands;
+        const int64_t image = task / bands, band = task % bands;  // image: the group of frames in clip mode
         const int64_t y0 = band * band_rows, y1 = std::min(h, y0 + band_rows), rows = y1 - y0;
         std::vector<uint8_t>& buffer = scratch.band;
-        buffer.resize(static_cast<size_t>(C * rows * width));
+        buffer.resize(static_cast<size_t>(frames * C * rows * width));
         const uint8_t* src = buffer.data();
         // The band, resampled, is the source of the affine's own strided walker (affine_cpu_kernels.h).
         with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
-          resample_band<cap>(p, in, image, y0, y1, buffer.data());
+          for (int64_t t = 0; t < frames; ++t) {
+            resample_band<cap>(p, in, image * frames + t, y0, y1, buffer.data() + t * frame_elems);
+          }
           if (patches) {
             affine_strided<cap>(src, y + (image * bands + band) * band_numel, w, b, band_layout, int64_t{0},
                                 band_numel);

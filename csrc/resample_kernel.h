@@ -257,7 +257,9 @@ struct ResampledSource {
 // the affine and writes the output layout, in one call:
 //   planar:  out [B, C, crop_h, crop_w]
 //   patches: out [B * (crop_h / P) * (crop_w / P), C * T * P * P], Qwen-VL's patch rows of each image, the
-//            one resampled frame repeated T times.
+//            one resampled frame repeated T times;
+//   clip:    out [B / T * (crop_h / P) * (crop_w / P), C * T * P * P], the B images are frames of clips and
+//            each T consecutive ones are the T frames of one temporal patch (frame t of a group in slot t).
 // An input already at the output size is copied (the crop of it), as both references do: the same op, so
 // that the layout and the affine stay one pass.
 struct ResizePlan {
@@ -270,6 +272,7 @@ struct ResizePlan {
   bool vertical_first;                // both passes: which comes first
   ResampleFilter filter;
   int64_t temporal, patch, merge;  // patch == 0: planar output
+  bool clip;                       // patches from groups of T frames (B divisible by T), not one frame T times
   StridedLayout layout;            // output order -> offsets into the virtual [B, C, crop_h, crop_w]
   int64_t numel;                   // of the output
   // The input rows (horizontal first) or columns (vertical first) the first pass must produce for the crop:
@@ -297,11 +300,14 @@ inline std::vector<int64_t> finish_resize_plan(ResizePlan& p) {
     build_strided_layout(4, sizes, strides, 1, &p.layout);
   } else {
     const int64_t P = p.patch, m = p.merge, T = p.temporal, factor = P * m, gh = h / factor, gw = w / factor;
-    out_shape = {B * gh * gw * m * m, C * T * P * P};
-    // Qwen-VL's patch order (the patchify view): image, grid row, grid col, merge row, merge col, channel,
-    // frame (the one resampled frame T times: stride 0), patch row, patch col.
-    const int64_t sizes[9] = {B, gh, gw, m, m, C, T, P, P};
-    const int64_t strides[9] = {C * h * w, factor * w, factor, P * w, P, h * w, 0, w, 1};
+    const int64_t groups = p.clip ? B / T : B;
+    out_shape = {groups * gh * gw * m * m, C * T * P * P};
+    // Qwen-VL's patch order (the patchify view): image (clip: group of T frames), grid row, grid col, merge
+    // row, merge col, channel, frame (the one resampled frame T times: stride 0; clip: the group's frames,
+    // consecutive images of the virtual [B, C, h, w]), patch row, patch col.
+    const int64_t frame = p.clip ? C * h * w : 0, group = p.clip ? T * C * h * w : C * h * w;
+    const int64_t sizes[9] = {groups, gh, gw, m, m, C, T, P, P};
+    const int64_t strides[9] = {group, factor * w, factor, P * w, P, h * w, frame, w, 1};
     build_strided_layout(9, sizes, strides, 5, &p.layout);
   }
   p.numel = 1;

@@ -19,10 +19,12 @@ from .geometry import smart_resize
 from .module import FusedInputNorm
 from .ops import affine, affine_out, resample_plan, resize_affine_out
 from .processor import FusedImageProcessor
+from .video import FusedVideoProcessor
 
 __all__ = [
     "FusedImageProcessor",
     "FusedInputNorm",
+    "FusedVideoProcessor",
     "affine",
     "affine_out",
     "build_info",

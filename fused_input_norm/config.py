@@ -1,6 +1,7 @@
-"""Hugging Face image processor configs: read from a model directory, a JSON file or a dict, and resolved
-against ONE table of transformers' class defaults, for every reader (FusedInputNorm.from_preprocessor_config
-and FusedImageProcessor.from_preprocessor_config alike).
+"""Hugging Face image and video processor configs: read from a model directory, a JSON file or a dict, and
+resolved against ONE table of transformers' class defaults per processor, for every reader
+(FusedInputNorm.from_preprocessor_config, FusedImageProcessor.from_preprocessor_config and
+FusedVideoProcessor.from_preprocessor_config alike).
 """
 
 import dataclasses
@@ -9,7 +10,7 @@ import os
 from collections.abc import Mapping
 
 from .checks import is_int, positive_int
-from .geometry import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS
+from .geometry import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, QWEN_VIDEO_MAX_PIXELS, QWEN_VIDEO_MIN_PIXELS
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]  # OPENAI_CLIP_MEAN, also Qwen-VL's
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
@@ -132,8 +133,8 @@ def kind_of(config: Mapping) -> str | None:
     return None
 
 
-def _getter(config: Mapping, kind: str | None, where: str):
-    defaults = DEFAULTS[kind]
+def _getter(config: Mapping, kind: str | None, where: str, table: Mapping = DEFAULTS):
+    defaults = table[kind]
 
     def get(key):
         value = config.get(key)
@@ -145,9 +146,10 @@ def _getter(config: Mapping, kind: str | None, where: str):
     return get
 
 
-def normalization(config: Mapping, where: str) -> Normalization:
-    """The rescale and normalize of any image processor config, its class's defaults filling what it omits."""
-    get = _getter(config, kind_of(config), where)
+def normalization(config: Mapping, where: str, kind: str | None = None, table: Mapping = DEFAULTS) -> Normalization:
+    """The rescale and normalize of any image processor config, its class's defaults filling what it omits
+    (a video processor's: its kind and VIDEO_DEFAULTS)."""
+    get = _getter(config, kind_of(config) if table is DEFAULTS else kind, where, table)
     mean, std = get("image_mean"), get("image_std")
     sized = [v for v in (mean, std) if hasattr(v, "__len__") and not isinstance(v, str | bytes | Mapping)]
     channel = len(sized[0]) if sized else 3
@@ -215,15 +217,16 @@ def _resample(value: object, where: str) -> str:
     raise ValueError(f"{where}: resample {value!r}{known} is not implemented; supported: {supported}")
 
 
-def _size(kind: str, config: Mapping, where: str) -> dict:
+def _size(kind: str, config: Mapping, where: str, table: Mapping = DEFAULTS) -> dict:
     size = config.get("size")
-    if kind == "qwen2_vl":
-        # transformers' Qwen2VLImageProcessor.__init__: min_pixels / max_pixels override size's edges.
+    if kind in ("qwen2_vl", "qwen3_vl"):
+        # transformers' Qwen2VLImageProcessor.__init__ (and Qwen2VLVideoProcessor's): min_pixels / max_pixels
+        # override size's edges. Qwen3VLVideoProcessor reads size alone.
         if size is not None and not isinstance(size, Mapping):
             raise ValueError(f"{where}: a Qwen-VL size needs shortest_edge and longest_edge, got {size!r}")
-        size = dict(DEFAULTS[kind]["size"] if size is None else size)
+        size = dict(table[kind]["size"] if size is None else size)
         for key, edge in (("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")):
-            if config.get(key) is not None:
+            if kind == "qwen2_vl" and config.get(key) is not None:
                 size[edge] = config[key]
         if set(size) - {"min_pixels", "max_pixels"} != {"shortest_edge", "longest_edge"}:
             raise ValueError(f"{where}: a Qwen-VL size needs shortest_edge and longest_edge, got {size}")
@@ -254,3 +257,149 @@ def _crop_size(value: object, where: str) -> tuple[int, int]:
     if not isinstance(value, Mapping) or set(value) != {"height", "width"}:
         raise ValueError(f"{where}: crop_size must be an int or {{'height', 'width'}}, got {value!r}")
     return tuple(positive_int(where, f"crop_size[{k!r}]", value[k]) for k in ("height", "width"))
+
+
+# ---- video processors ----------------------------------------------------------------------------------
+# Where a model directory keeps a video processor's keys, in transformers' order: processor_config.json's
+# nested "video_processor", else video_preprocessor_config.json, else the image processor's
+# preprocessor_config.json (AutoVideoProcessor falls back to it).
+VIDEO_CONFIG_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
+VIDEO_TYPES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": "qwen3_vl"}
+VIDEO_PROCESSOR_CLASSES = {
+    "Qwen2VLProcessor": "qwen2_vl",
+    "Qwen2_5_VLProcessor": "qwen2_vl",
+    "Qwen3VLProcessor": "qwen3_vl",
+}
+_VIDEO_COMMON = {
+    **_NORMALIZE_DEFAULTS,
+    "do_resize": True,
+    "resample": 3,
+    "do_convert_rgb": True,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "min_frames": 4,
+    "max_frames": 768,
+    "num_frames": None,
+    "cap_pixels_per_frame": None,  # transformers: None means off (with a warning that the default will change)
+}
+# transformers 5's Qwen2VLVideoProcessor and Qwen3VLVideoProcessor class attributes.
+VIDEO_DEFAULTS = {
+    "qwen2_vl": {
+        **_VIDEO_COMMON,
+        "size": {"shortest_edge": QWEN_VIDEO_MIN_PIXELS, "longest_edge": QWEN_VIDEO_MAX_PIXELS},
+        "image_mean": CLIP_MEAN,
+        "image_std": CLIP_STD,
+        "patch_size": 14,
+        "do_sample_frames": False,
+        "fps": None,
+        "max_video_tokens": 128000,
+    },
+    "qwen3_vl": {
+        **_VIDEO_COMMON,
+        "size": {"shortest_edge": 128 * 32 * 32, "longest_edge": 32 * 32 * 768},
+        "patch_size": 16,
+        "do_sample_frames": True,
+        "fps": 2,
+        "max_video_tokens": 768,
+    },
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class VideoSettings:
+    """A video processor config resolved against its class's defaults: what the processor will do, key by key."""
+
+    kind: str  # "qwen2_vl" (Qwen2-VL, Qwen2.5-VL) or "qwen3_vl"
+    do_resize: bool
+    size: dict  # {"shortest_edge", "longest_edge"}: min / max pixels (Qwen3-VL: of the whole clip)
+    resample: str
+    do_convert_rgb: bool
+    patch_size: int
+    temporal_patch_size: int
+    merge_size: int
+    do_sample_frames: bool
+    fps: float | None
+    num_frames: int | None
+    min_frames: int
+    max_frames: int
+    cap_pixels_per_frame: bool
+    max_video_tokens: int
+    normalization: Normalization
+
+
+def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
+    """The video processor's keys from a dict, a JSON file or a model directory, found where transformers'
+    AutoVideoProcessor finds them; a processor config nesting them under "video_processor" is unwrapped."""
+    if not isinstance(config, Mapping):
+        if os.path.isdir(config):
+            nested = os.path.join(config, "processor_config.json")
+            if os.path.isfile(nested):
+                with open(nested, encoding="utf-8") as f:
+                    processor = json.load(f)
+                if isinstance(processor.get("video_processor"), Mapping):
+                    return processor["video_processor"]
+            found = [os.path.join(config, n) for n in VIDEO_CONFIG_FILES if os.path.isfile(os.path.join(config, n))]
+            if not found:
+                raise FileNotFoundError(
+                    f"{where}: directory {os.fspath(config)!r} has no {' or '.join(VIDEO_CONFIG_FILES)} (and no "
+                    f"processor_config.json with a video_processor)"
+                )
+            config = found[0]
+        with open(config, encoding="utf-8") as f:
+            config = json.load(f)
+    nested = config.get("video_processor")
+    return nested if isinstance(nested, Mapping) else config
+
+
+def video_kind_of(config: Mapping) -> str | None:
+    """ "qwen2_vl" or "qwen3_vl" from video_processor_type (its Fast spelling too), else processor_class, else
+    an image config's Qwen2VLImageProcessor type (Qwen2-VL's and Qwen2.5-VL's); None for anything else."""
+    name = config.get("video_processor_type")
+    if isinstance(name, str):
+        return VIDEO_TYPES.get(name.removesuffix("Fast"))
+    if name is None and config.get("processor_class") in VIDEO_PROCESSOR_CLASSES:
+        return VIDEO_PROCESSOR_CLASSES[config["processor_class"]]
+    if name is None and "image_processor_type" in config and kind_of(config) == "qwen2_vl":
+        return "qwen2_vl"
+    return None
+
+
+def resolve_video(config: Mapping, where: str) -> VideoSettings:
+    """Everything a supported video processor does with this config; an unsupported type or a bad value
+    refused, before any video is read."""
+    kind = video_kind_of(config)
+    if kind is None:
+        supported = ", ".join(f"{t}(Fast)" for t in VIDEO_TYPES)
+        name = config.get("video_processor_type")
+        got = (
+            name if name is not None else f"no video_processor_type (processor_class {config.get('processor_class')!r})"
+        )
+        raise ValueError(f"{where}: unsupported video processor {got!r}; supported: {supported}")
+    get = _getter(config, kind, where, VIDEO_DEFAULTS)
+    if config.get("do_pad"):
+        raise ValueError(f"{where}: do_pad is not implemented (the Qwen-VL video processors do not pad)")
+    patches = {k: positive_int(where, k, get(k)) for k in ("patch_size", "temporal_patch_size", "merge_size")}
+    frames = {k: positive_int(where, k, get(k)) for k in ("min_frames", "max_frames", "max_video_tokens")}
+    fps = get("fps")
+    if fps is not None and (not isinstance(fps, int | float) or isinstance(fps, bool) or not fps > 0):
+        raise ValueError(f"{where}: fps must be a number > 0 or None, got {fps!r}")
+    num_frames = get("num_frames")
+    if num_frames is not None:
+        positive_int(where, "num_frames", num_frames)
+    cap = get("cap_pixels_per_frame")
+    if cap is not None and not isinstance(cap, bool):
+        raise ValueError(f"{where}: cap_pixels_per_frame must be true, false or null, got {cap!r}")
+    return VideoSettings(
+        kind=kind,
+        do_resize=get("do_resize"),
+        size=_size(kind, config, where, VIDEO_DEFAULTS),
+        resample=_resample(get("resample"), where),
+        do_convert_rgb=get("do_convert_rgb"),
+        do_sample_frames=get("do_sample_frames"),
+        fps=fps,
+        num_frames=num_frames,
+        cap_pixels_per_frame=bool(cap),
+        normalization=normalization(config, where, kind, VIDEO_DEFAULTS),
+        **patches,
+        **frames,
+    )

@@ -18,6 +18,9 @@ import torch
 # Qwen2VLImageProcessor's default pixel bounds (its size's shortest_edge / longest_edge).
 QWEN_MIN_PIXELS = 56 * 56
 QWEN_MAX_PIXELS = 28 * 28 * 1280
+# Qwen2VLVideoProcessor's (per frame).
+QWEN_VIDEO_MIN_PIXELS = 128 * 28 * 28
+QWEN_VIDEO_MAX_PIXELS = 28 * 28 * 768
 MAX_ASPECT_RATIO = 200  # smart_resize refuses a more elongated image
 # Resize sides stay below this: the coefficient planner's doubles and int32 bounds are exact there.
 MAX_SIDE = 1 << 24
@@ -44,6 +47,35 @@ def smart_resize(
         w_bar = max(factor, math.floor(width / beta / factor) * factor)
     elif h_bar * w_bar < min_pixels:
         beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def smart_resize_clip(
+    num_frames: int, height: int, width: int, temporal_factor: int, factor: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
+    """transformers' Qwen3-VL video smart_resize: like smart_resize, with the pixel bounds on the whole clip
+    (frames rounded to temporal_factor) and frames smaller than `factor` scaled up first."""
+    if num_frames < temporal_factor:
+        raise ValueError(f"t:{num_frames} must be larger than temporal_factor:{temporal_factor}")
+    if height < factor or width < factor:
+        scale = max(factor / height, factor / width)
+        height = int(height * scale)
+        width = int(width * scale)
+    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
+        raise ValueError(
+            f"absolute aspect ratio must be smaller than {MAX_ASPECT_RATIO}, got {max(height, width) / min(height, width)}"
+        )
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    t_bar = round(num_frames / temporal_factor) * temporal_factor
+    if t_bar * h_bar * w_bar > max_pixels:
+        beta = math.sqrt((num_frames * height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif t_bar * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (num_frames * height * width))
         h_bar = math.ceil(height * beta / factor) * factor
         w_bar = math.ceil(width * beta / factor) * factor
     return h_bar, w_bar

@@ -74,11 +74,15 @@ def resize_affine_out(
     resample: str,
     vertical_first: bool,
     patches: Sequence[int] = (),
+    clip: bool = False,
 ) -> None:
     """Resamples the uint8 images `input` [B, C, H, W] to `size` (the plans of the axes that change, from
     resample_plan), crops (top, left, height, width), and writes `input * weight[c] + bias[c]` into `out`:
     [B, C, height, width], or Qwen-VL patch rows when `patches` = (temporal_patch_size, patch_size,
-    merge_size). `vertical_first` is the reference's pass order (fused_input_norm.resize.vertical_first).
+    merge_size): each image's rows [B * gh * gw, C * T * P * P], its one frame repeated T times, or with
+    `clip=True` the B images are frames of clips and each T consecutive ones form one temporal patch
+    ([B / T * gh * gw, C * T * P * P]; B must be a multiple of T). `vertical_first` is the reference's pass
+    order (fused_input_norm.resize.vertical_first).
     A uint8 `out` holds the result rounded (ties to even) and clamped to [0, 255]: with weight 1 and bias 0,
     the resampled bytes themselves in the layout, for an engine that normalizes later (vLLM's
     mm_device_do_normalize)."""
@@ -95,6 +99,7 @@ def resize_affine_out(
             resample,
             vertical_first,
             list(patches),
+            clip,
         )
     except RuntimeError as error:
         raise _typed(error) from None
@@ -248,7 +253,7 @@ _RESIZE_OP = "fused_input_norm.resize_affine_out"
 
 @torch.library.register_fake("fused_input_norm::resize_affine_out")
 def _resize_affine_out_fake(
-    out, input, weight, bias, row_plan, col_plan, size, crop, resample, vertical_first, patches
+    out, input, weight, bias, row_plan, col_plan, size, crop, resample, vertical_first, patches, clip=False
 ) -> None:
     # The checks metadata decides, in the C++ op's order and words (resample.cpp).
     if input.dtype != torch.uint8:
@@ -292,6 +297,11 @@ def _resize_affine_out_fake(
             f"size {list(size)}"
         )
     if len(patches) == 0:
+        if clip:
+            raise ValueError(
+                f"{_RESIZE_OP}: clip needs patches (temporal_patch_size, patch_size, merge_size): it groups frames "
+                "into temporal patches"
+            )
         shape = [batch, channels, h, w]
     else:
         if len(patches) != 3 or min(patches) < 1:
@@ -307,7 +317,13 @@ def _resize_affine_out_fake(
                 f"{_RESIZE_OP}: the cropped image {h}x{w} must be a multiple of patch_size * merge_size = {p * m} on "
                 "both sides"
             )
-        shape = [batch * (h // p) * (w // p), channels * t * p * p]
+        if clip and batch % t:
+            raise ValueError(
+                f"{_RESIZE_OP}: clip: the {batch} input frames must be whole groups of temporal_patch_size {t} (pad "
+                "the clip with its last frame)"
+            )
+        groups = batch // t if clip else batch
+        shape = [groups * (h // p) * (w // p), channels * t * p * p]
     if out.device != input.device:
         raise RuntimeError(f"{_RESIZE_OP}: out must be on input's device {input.device}, got {out.device}")
     if out.dtype not in RESIZE_OUTPUT_DTYPES:

@@ -135,13 +135,16 @@ def resize_into(
     reference: str,
     plans: PlanCache,
     patches: Sequence[int] = (),
+    clip: bool = False,
 ) -> None:
-    """Writes the resized, cropped, normalized `images` ([B, C, H, W] uint8, any strides) into `out`. An image
-    already at `size` goes through the same op (its crop copied, then normalized and laid out in one pass)."""
+    """Writes the resized, cropped, normalized `images` ([B, C, H, W] uint8, any strides) into `out`; with
+    `clip`, the images are frames and each temporal_patch_size consecutive ones make one temporal patch. An
+    image already at `size` goes through the same op (its crop copied, then normalized and laid out in one
+    pass)."""
     in_h, in_w = images.shape[-2:]
     out_h, out_w = size
     device = images.device
     row_plan = plans.get(in_h, out_h, resample, reference, device)
     col_plan = plans.get(in_w, out_w, resample, reference, device)
     first = vertical_first(pil_rule(reference), in_h, in_w, out_h, out_w)
-    ops.resize_affine_out(out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches)
+    ops.resize_affine_out(out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches, clip)

@@ -97,7 +97,7 @@ elif "$PY" -c "import sys, torch; v = tuple(int(x) for x in torch.__version__.sp
     timeout "$(budget 150)" "$PY" -m pytest -q -rs -p no:cacheprovider tests -k "cuda or gpu" > "$out/gpu-tests.log" 2>&1 \
       || { echo "GPU tests failed (or ran out of time)"; status=1; }
     tail -15 "$out/gpu-tests.log"
-    timeout "$(budget 150)" "$PY" -m fused_input_norm.bench --device cuda --reps 15 --cases '^(?!resize)' \
+    timeout "$(budget 150)" "$PY" -m fused_input_norm.bench --device cuda --reps 15 --cases '^(?!resize|video)' \
       --json "$out/bench.json" > "$out/bench.txt" 2>&1 || echo "bench failed or ran out of time: see bench.txt"
     tail -20 "$out/bench.txt"
     timeout "$(budget 60)" "$PY" scripts/gpu_resize_timing.py --reps 15 || echo "gpu_resize_timing failed or ran out of time"

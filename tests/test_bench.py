@@ -15,6 +15,7 @@ from fused_input_norm.bench import affine as affine_suite
 from fused_input_norm.bench import common as bench_common
 from fused_input_norm.bench import jpeg as jpeg_suite
 from fused_input_norm.bench import resize as resize_suite
+from fused_input_norm.bench import video as video_suite
 
 TINY = [
     affine_suite.Case("patches u8->bf16", (5, 3, 392), torch.uint8, torch.bfloat16, 1),
@@ -296,8 +297,10 @@ def test_resize_cases_are_selected_by_regex_and_threads_parsed(monkeypatch):
     cli.main(["--cases", "^qwen2vl 1 image"])
     assert seen["cases"] == [affine_suite.CASES[affine_suite.SMALL_CASE]] and seen["resize_threads"] is None
     monkeypatch.setattr(cli, "missing_jpeg_dependencies", lambda: [])
+    monkeypatch.setattr(cli, "missing_video_dependencies", lambda: [])
     cli.main([])
-    assert seen["cases"] == [*affine_suite.CASES, *resize_suite.RESIZE_CASES, *jpeg_suite.JPEG_CASES]
+    all_cases = [*affine_suite.CASES, *resize_suite.RESIZE_CASES, *jpeg_suite.JPEG_CASES, *video_suite.VIDEO_CASES]
+    assert seen["cases"] == all_cases
 
 
 def test_resize_cases_without_their_dependencies_fail_before_timing(monkeypatch, capsys):
@@ -504,3 +507,79 @@ def test_compile_subprocess_runs_this_package_as_a_module(monkeypatch, tmp_path)
     root = pathlib.Path(seen["env"]["PYTHONPATH"].split(os.pathsep)[0])
     assert (root / "fused_input_norm" / "bench" / "__main__.py").is_file()
     assert (root / "fused_input_norm").resolve() == pathlib.Path(affine_suite.__file__).resolve().parent.parent
+
+
+# ----- the video suite -----
+
+VIDEO_TINY = video_suite.VideoCase("video tiny", (5, 60, 80), "qwen2vl")
+VIDEO_TINY3 = video_suite.VideoCase("video tiny qwen3", (4, 64, 96), "qwen3vl")
+needs_video_deps = pytest.mark.skipif(
+    bool(video_suite.missing_video_dependencies()),
+    reason=f"the video cases need {', '.join(video_suite.missing_video_dependencies())}",
+)
+
+
+def test_video_case_names_and_targets():
+    names = [c.name for c in video_suite.VIDEO_CASES]
+    assert all(name.startswith("video ") for name in names) and len(set(names)) == len(names)
+    others = [*affine_suite.CASES, *resize_suite.RESIZE_CASES, *jpeg_suite.JPEG_CASES]
+    assert not any(re.search("^video", c.name) for c in others)
+    assert {(c.clip, c.model) for c in video_suite.VIDEO_CASES} == {
+        (clip, model) for clip in ((32, 720, 1280), (64, 1080, 1920)) for model in ("qwen2vl", "qwen3vl")
+    }
+    assert all(dict(c.targets) == {"processor / fused": 5.0} for c in video_suite.VIDEO_CASES)
+
+
+@needs_video_deps
+@pytest.mark.parametrize("case", [VIDEO_TINY, VIDEO_TINY3], ids=lambda c: c.model)
+def test_video_methods_and_check(case, monkeypatch):
+    inp = video_suite.make_video_inputs(case)
+    assert inp.clip.shape == (*case.clip, 3) and inp.clip.dtype == torch.uint8
+    assert list(inp.methods) == [video_suite.FUSED, video_suite.FUSED_U8, video_suite.PROC, video_suite.PROC_U8]
+    outputs = {name: fn() for name, fn in inp.methods.items()}
+    assert outputs[video_suite.FUSED].shape == outputs[video_suite.PROC].shape
+    assert outputs[video_suite.FUSED_U8].dtype == outputs[video_suite.PROC_U8].dtype == torch.uint8
+    checked = video_suite.check_video(case, inp)
+    assert checked["float32 max |diff|"] <= 1e-6 and checked["uint8 max |diff|"] == 0
+    real = inp.methods[video_suite.FUSED]
+    monkeypatch.setitem(inp.methods, video_suite.FUSED, lambda: real() + 1 / 255 / 0.27)
+    with pytest.raises(AssertionError, match="differs from the processor"):
+        video_suite.check_video(case, inp)
+
+
+@needs_video_deps
+def test_video_report_structure(monkeypatch):
+    monkeypatch.setattr(
+        affine_suite, "run_compiled_subprocess", lambda *a: pytest.fail("video cases have no compiled run")
+    )
+    report = cli.run(torch.device("cpu"), reps=1, cases=[VIDEO_TINY], resize_threads=[1, 2])
+    assert report["results"] == [] and report["jpeg_results"] == []
+    assert [(r["case"], r["threads"]) for r in report["video_results"]] == [(VIDEO_TINY.name, 1), (VIDEO_TINY.name, 2)]
+    assert set(report["video_check"]) == {VIDEO_TINY.name}
+    for r in report["video_results"]:
+        assert list(r["times_ms"]) == [video_suite.FUSED, video_suite.FUSED_U8, video_suite.PROC, video_suite.PROC_U8]
+        assert r["out_shape"][1] == 1176 and r["clip"] == [5, 60, 80]
+        assert all(math.isfinite(ms) and ms > 0 for ms in r["times_ms"].values())
+        assert list(r["ratios"]) == list(video_suite.VIDEO_RATIOS) and "met" in r["ratios"]["processor / fused"]
+    text = cli.format_report(report)
+    assert VIDEO_TINY.name in text and "target >= 5x" in text and "| case | threads | load |" in text
+
+
+def test_video_cases_are_selected_by_regex_and_need_their_dependencies(monkeypatch, capsys):
+    seen = {}
+
+    def fake_run(device, reps, with_compile, cases, case_budget_s, resize_threads):
+        seen.update(cases=cases)
+        return {"results": [], "resize_results": [], "jpeg_results": [], "video_results": []}
+
+    monkeypatch.setattr(cli, "run", fake_run)
+    monkeypatch.setattr(cli, "format_report", lambda report: "")
+    monkeypatch.setattr(cli, "missing_video_dependencies", lambda: [])
+    cli.main(["--cases", "^video", "--no-compile"])
+    assert seen["cases"] == video_suite.VIDEO_CASES
+    cli.main(["--cases", "^video qwen3vl 32x", "--no-compile"])
+    assert seen["cases"] == [video_suite.VIDEO_CASES[1]]
+    monkeypatch.setattr(cli, "missing_video_dependencies", lambda: ["transformers"])
+    with pytest.raises(SystemExit):
+        cli.main(["--cases", "^video", "--no-compile"])
+    assert "the video cases need transformers" in capsys.readouterr().err

@@ -847,6 +847,19 @@ OP_BAD = [
         ValueError,
         r"out overlaps an input of the call",
     ),
+    ("clip-without-patches", op(clip=True), ValueError, r"clip needs patches \(temporal_patch_size, patch_size"),
+    (
+        "clip-frames-not-whole-groups",
+        op(patches=[3, 5, 2], crop=[0, 0, 10, 30], clip=True, out=torch.full((12, 225), SENTINEL)),
+        ValueError,
+        r"clip: the 2 input frames must be whole groups of temporal_patch_size 3",
+    ),
+    (
+        "clip-out-shape",
+        op(patches=[2, 5, 2], crop=[0, 0, 10, 30], clip=True, out=torch.full((24, 150), SENTINEL)),
+        ValueError,
+        r"out must have shape \[12, 150\], got \[24, 150\]",
+    ),
 ]
 # Cases only the real kernel can decide: plan contents, addresses (and a meta tensor already runs the fake).
 NOT_METADATA = {
@@ -1296,3 +1309,68 @@ def test_cuda_uint8_output_bit_equal_to_cpu(reference):
         size = smart_resize(*chw.shape[1:])
         got = resize_bytes(chw.cuda(), size, "bicubic", reference, patches=(2, 14, 2))
         assert torch.equal(got.cpu(), resize_bytes(chw, size, "bicubic", reference, patches=(2, 14, 2))), name
+
+
+# ----- clip mode: the frames of a clip, T consecutive ones per temporal patch (video) -----
+
+
+def _qwen_video_rows(frames: torch.Tensor, weight, bias, temporal: int, patch: int, merge: int) -> torch.Tensor:
+    """transformers' Qwen2VLVideoProcessor.patchify of resized [n, C, H, W] frames (n a multiple of T),
+    after its float32 affine: written here from its view and permute, not from the package."""
+    x = frames.to(torch.float32) * weight.view(1, -1, 1, 1) + bias.view(1, -1, 1, 1)
+    n, c, h, w = x.shape
+    x = x.view(1, n // temporal, temporal, c, h // patch // merge, merge, patch, w // patch // merge, merge, patch)
+    return x.permute(0, 1, 4, 7, 5, 8, 3, 2, 6, 9).reshape(-1, c * temporal * patch * patch)
+
+
+@pytest.mark.parametrize(
+    "frames,in_size,size,patches,layout",
+    [
+        (4, (100, 150), (112, 168), (2, 14, 2), "hwc"),
+        (6, (210, 300), (224, 308), (2, 14, 2), "chw"),
+        (6, (61, 97), (64, 96), (3, 16, 2), "hwc"),
+        (2, (56, 84), (56, 56), (2, 14, 2), "chw"),  # width only
+        (2, (300, 90), (112, 84), (2, 14, 2), "hwc"),  # both axes shrink, the height more
+    ],
+)
+@pytest.mark.parametrize("reference", ["torchvision", "pil"])
+def test_clip_mode_is_the_frames_resized_then_patchified(frames, in_size, size, patches, layout, reference):
+    """clip=True: frame t of each group of T in slot t of the patch rows, each frame resampled as the
+    reference resamples it alone (torchvision's uint8 kernel; Pillow per frame), then the video layout."""
+    gen = torch.Generator().manual_seed(frames)
+    hwc = torch.randint(0, 256, (frames, *in_size, 3), dtype=torch.uint8, generator=gen)
+    x = hwc.permute(0, 3, 1, 2) if layout == "hwc" else hwc.permute(0, 3, 1, 2).contiguous()
+    weight, bias = torch.tensor([0.0146, -0.5, 2.0]), torch.tensor([-1.79, 0.25, 0.0])
+    resized = torch.stack([reference_resize(reference, f.numpy(), size, "bicubic") for f in hwc])
+    expected = _qwen_video_rows(resized, weight, bias, *patches)
+    out = torch.full_like(expected, SENTINEL)
+    plans = [
+        resample_plan(n_in, n_out, "bicubic", "torchvision" if reference == "torchvision" else "pil")
+        if n_in != n_out
+        else None
+        for n_in, n_out in zip(in_size, size, strict=True)
+    ]
+    first = vertical_first(pil_rule(reference), *in_size, *size)
+    resize_affine_out(out, x, weight, bias, *plans, size, (0, 0, *size), "bicubic", first, patches, clip=True)
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-5)
+    # uint8 out: the resized bytes themselves in the video layout.
+    bytes_out = torch.empty(expected.shape, dtype=torch.uint8)
+    resize_affine_out(
+        bytes_out, x, torch.ones(3), torch.zeros(3), *plans, size, (0, 0, *size), "bicubic", first, patches, clip=True
+    )
+    assert torch.equal(bytes_out, _qwen_video_rows(resized, torch.ones(3), torch.zeros(3), *patches).to(torch.uint8))
+
+
+def test_clip_mode_opcheck_and_fake_shape():
+    gen = torch.Generator().manual_seed(8)
+    x = torch.randint(0, 256, (4, 3, 45, 60), dtype=torch.uint8, generator=gen)
+    out = torch.empty(2 * 2 * 4, 3 * 2 * 14 * 14)
+    args = (out, x, torch.rand(3, generator=gen), torch.rand(3, generator=gen))
+    args += (resample_plan(45, 28), resample_plan(60, 56), [28, 56], [0, 0, 28, 56], "bicubic", False, [2, 14, 2], True)
+    torch.library.opcheck(torch.ops.fused_input_norm.resize_affine_out.default, args)
+    with FakeTensorMode() as mode:
+        fake = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+        resize_affine_out(*fake[:-1], clip=True)  # the fake kernel accepts the clip shape
+        fake[0] = mode.from_tensor(torch.empty(32, 3 * 2 * 14 * 14))
+        with pytest.raises(ValueError, match=r"out must have shape \[16, 1176\]"):
+            resize_affine_out(*fake[:-1], clip=True)

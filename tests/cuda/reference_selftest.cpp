@@ -57,7 +57,8 @@ int main() {
                                                                            {1, 45, 170, 56, 56},
                                                                            {1, 200, 140, 168, 140},
                                                                            {1, 56, 300, 56, 84},
-                                                                           {2, 112, 140, 112, 140}}) {
+                                                                           {2, 112, 140, 112, 140},
+                                                                           {4, 90, 120, 84, 112}}) {
     std::vector<uint8_t> data(static_cast<size_t>(B * H * W * 3));
     for (auto& v : data) v = static_cast<uint8_t>(rng() % 7 == 0 ? rng() : 100 + rng() % 50);
     const Image hwc{data.data(), B, 3, H, W, {H * W * 3, 1, W * 3, 3}};
@@ -74,6 +75,9 @@ int main() {
           check<float>(hwc, {oh, ow, oh / 4, ow / 3, oh / 2, ow / 2, filter, ref, vf, false}, "crop " + name);
           check<fin::bfloat16_bits>(chw, {oh, ow, 0, 28 * (ow >= 84), oh, 56, filter, ref, vf, true},
                                     "crop rows " + name);
+          if (B % 2 == 0) {  // the frames of a clip, two per temporal patch
+            check<float>(hwc, {oh, ow, 0, 0, oh, ow, filter, ref, vf, true, true}, "clip rows " + name);
+          }
         }
       }
     }

@@ -333,6 +333,41 @@ void resize_cases(Context& ctx) {
                 *in, true);
     }
   }
+  // A video clip of 6 frames, two per temporal patch: the smallest photo, each frame its pixels XOR a
+  // different byte (so that a frame in the wrong slot shows).
+  const Photo* smallest = &photos[0];
+  for (const Photo& p : photos)
+    if (p.h * p.w < smallest->h * smallest->w) smallest = &p;
+  std::vector<Photo> frames(6, *smallest);
+  std::vector<const Photo*> clip;
+  for (size_t k = 0; k < frames.size(); ++k) {
+    for (uint8_t& v : frames[k].hwc) v = static_cast<uint8_t>(v ^ (k * 37));
+    clip.push_back(&frames[k]);
+  }
+  if (!ctx.context_lost) {
+    std::unique_ptr<Inputs> in;
+    ctx.run("resize", "upload a clip of 6 frames", [&]() -> Outcome {
+      in = upload(clip);
+      return {true, size_name(clip[0]->h, clip[0]->w)};
+    });
+    if (in) {
+      const auto [th, tw] = smart_resize(clip[0]->h, clip[0]->w, 28, 128 * 28 * 28, 28 * 28 * 768);
+      for (const auto ref : refs) {
+        ResizeJob r = whole(th, tw, kBicubic, ref,
+                            ref == kPil && vertical_first(ctx.pil_rule, clip[0]->h, clip[0]->w, th, tw), true);
+        r.clip = true;
+        check_job(ctx,
+                  {"clip rows 6 frames " + size_name(clip[0]->h, clip[0]->w) + " -> " + size_name(th, tw) + " " +
+                       ref_name(ref) + " bicubic",
+                   &in->hwc, r, false},
+                  *in, true);
+        r.vertical_first = false;
+        check_job(ctx,
+                  {"clip rows 6 frames CHW " + std::string(ref_name(ref)) + " horizontal first", &in->chw, r, false},
+                  *in, false);
+      }
+    }
+  }
 }
 
 void resize_timing(Context& ctx) {

@@ -118,7 +118,8 @@ struct ResizeJob {
   fin::ResampleFilter filter;
   fin::ResampleReference reference;
   bool vertical_first;
-  bool patches;  // Qwen-VL rows (T 2, P 14, m 2); else planar [B, C, crop_h, crop_w]
+  bool patches;       // Qwen-VL rows (T 2, P 14, m 2); else planar [B, C, crop_h, crop_w]
+  bool clip = false;  // with patches: the B images are frames, each 2 consecutive ones a temporal patch
 };
 
 inline fin::ResizePlan make_resize_plan(const Image& in, const ResizeJob& j, const int32_t* rows, const int32_t* cols) {
@@ -128,7 +129,7 @@ inline fin::ResizePlan make_resize_plan(const Image& in, const ResizeJob& j, con
   p.strides = in.s;
   p.filter = j.filter;
   p.vertical_first = j.vertical_first;
-  if (j.patches) p.temporal = 2, p.patch = 14, p.merge = 2;
+  if (j.patches) p.temporal = 2, p.patch = 14, p.merge = 2, p.clip = j.clip;
   p.row_plan = rows;
   p.col_plan = cols;
   fin::finish_resize_plan(p);
@@ -157,14 +158,16 @@ std::vector<out_t> expected_output(const fin::ResizePlan& p, const std::vector<u
     return e;
   }
   const int64_t P = p.patch, m = p.merge, T = p.temporal, gh = p.crop_h / (P * m), gw = p.crop_w / (P * m);
-  const int64_t row_len = C * T * P * P;
-  parallel_for(B * gh * gw * m * m, [&](int64_t begin, int64_t end) {
+  const int64_t row_len = C * T * P * P, groups = p.clip ? B / T : B;
+  parallel_for(groups * gh * gw * m * m, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      // rows: image, grid row, grid col, merge row, merge col; columns: channel, frame, patch row, patch col
+      // rows: image (clip: group of T frames), grid row, grid col, merge row, merge col; columns: channel,
+      // frame, patch row, patch col
       const int64_t mw = row % m, mh = row / m % m, x0 = row / (m * m) % gw, y0 = row / (m * m * gw) % gh;
-      const int64_t b = row / (m * m * gw * gh);
+      const int64_t g = row / (m * m * gw * gh);
       for (int64_t col = 0; col < row_len; ++col) {
-        const int64_t px = col % P, py = col / P % P, c = col / (P * P * T);  // every frame is the same image
+        const int64_t px = col % P, py = col / P % P, t = col / (P * P) % T, c = col / (P * P * T);
+        const int64_t b = p.clip ? g * T + t : g;  // an image: every frame is the same one
         e[row * row_len + col] = value(R(b, c, (y0 * m + mh) * P + py, (x0 * m + mw) * P + px), c);
       }
     }
