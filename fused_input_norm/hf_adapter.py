@@ -21,6 +21,7 @@ import torch
 
 from . import config as configs
 from .processor import FusedImageProcessor
+from .video import FusedVideoProcessor
 
 logger = logging.getLogger(__name__)
 
@@ -197,3 +198,145 @@ def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:
             value = list(value)
         config[key] = value
     return config, resolved
+
+
+# ----- videos -----
+# The keys a Qwen-VL video processor's _preprocess receives that FusedVideoProcessor computes from; frame
+# sampling (fps, num_frames, min_frames, max_frames) is done by then, by upstream itself.
+_VIDEO_KEYS = (
+    "do_resize",
+    "size",
+    "resample",
+    "do_rescale",
+    "rescale_factor",
+    "do_normalize",
+    "image_mean",
+    "image_std",
+    "patch_size",
+    "temporal_patch_size",
+    "merge_size",
+    "cap_pixels_per_frame",
+    "max_video_tokens",
+)
+_VIDEO_SAMPLED = {"fps", "num_frames", "min_frames", "max_frames"}
+
+
+def unsupported_video(upstream: object) -> str | None:
+    """Why FusedHFVideoProcessor cannot stand in for the video processor `upstream`; None when it can."""
+    name = type(upstream).__name__
+    if configs.video_kind_of({"video_processor_type": name}) is None:
+        return f"{name} is not a Qwen-VL video processor"
+    for method in ("preprocess", "_preprocess", "to_dict"):
+        if not callable(getattr(upstream, method, None)):
+            return f"{name} has no {method}"
+    try:
+        configs.resolve_video(_video_config(upstream), name)
+    except (TypeError, ValueError) as e:
+        return str(e)
+    return None
+
+
+def _video_config(upstream: Any) -> dict:
+    config = {k: v for k, v in upstream.to_dict().items() if not k.startswith("_")}
+    config["video_processor_type"] = type(upstream).__name__
+    return config
+
+
+class FusedHFVideoProcessor:
+    """A transformers Qwen-VL video processor whose resize, normalize and patch rows FusedVideoProcessor computes:
+    upstream's own `preprocess` runs (its kwarg checks, frame sampling, metadata, return_metadata) with this
+    object as `self`, so only its `_preprocess` (the per-frame work) is replaced; a call that step does not
+    reproduce goes to upstream's `_preprocess`, with one log line per reason. Every other attribute is
+    upstream's."""
+
+    def __init__(self, upstream: Any, log: logging.Logger = logger):
+        reason = unsupported_video(upstream)
+        if reason is not None:
+            raise ValueError(f"FusedHFVideoProcessor: cannot serve {type(upstream).__name__}: {reason}")
+        self.upstream = upstream
+        self.reference = "torchvision"  # transformers' video processors have no other backend
+        self._config = _video_config(upstream)
+        self._processors: dict[str, FusedVideoProcessor] = {}
+        self._logged: set[str] = set()
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "upstream":
+            raise AttributeError(name)
+        return getattr(self.upstream, name)
+
+    def __repr__(self) -> str:
+        return f"FusedHFVideoProcessor(upstream={type(self.upstream).__name__})"
+
+    def __call__(self, videos: Any, **kwargs: Any) -> Any:
+        return self.preprocess(videos, **kwargs)
+
+    def preprocess(self, videos: Any, **kwargs: Any) -> Any:
+        return type(self.upstream).preprocess(self, videos, **kwargs)
+
+    def _preprocess(self, videos: list, **kwargs: Any) -> Any:
+        served = self._serve(videos, kwargs)
+        if isinstance(served, str):
+            if served not in self._logged:
+                self._logged.add(served)
+                self._log.info(
+                    "fused_input_norm: transformers' %s serves this call: %s", type(self.upstream).__name__, served
+                )
+            return type(self.upstream)._preprocess(self.upstream, videos, **kwargs)
+        return served
+
+    def _serve(self, videos: list, kwargs: dict) -> Any:
+        """The BatchFeature, or why this call goes to upstream's _preprocess. `videos`: upstream's prepared
+        clips, uint8 [T, C, H, W] tensors."""
+        if not videos or any(not isinstance(v, torch.Tensor) or v.dtype != torch.uint8 or v.dim() != 4 for v in videos):
+            return "videos that are not uint8 [T, C, H, W] tensors once prepared"
+        devices = {v.device for v in videos}
+        if len(devices) != 1:
+            return "videos on several devices"
+        rest = dict(kwargs)
+        overrides = {}
+        for key in _VIDEO_KEYS:
+            value = rest.pop(key, None)
+            if value is None:
+                continue
+            if key == "resample":
+                value = getattr(value, "value", value)
+            elif key == "size":
+                value = {k: v for k, v in dict(value).items() if v is not None}
+            elif key in ("image_mean", "image_std") and isinstance(value, tuple):
+                value = list(value)
+            overrides[key] = value
+        if overrides.get("do_rescale", False) != overrides.get("do_normalize", False):
+            return "do_rescale and do_normalize differ (both on, float32, or both off, uint8, are served)"
+        raw = not overrides.get("do_rescale", False)
+        return_tensors = rest.pop("return_tensors", None)
+        if return_tensors not in (None, "pt"):
+            return f"return_tensors={return_tensors!r} (only 'pt' is served)"
+        for key in ("do_center_crop", "crop_size", "do_pad", "pad_size"):
+            if rest.pop(key, None) not in (None, False):
+                return f"{key} is set"
+        leftover = {k: v for k, v in rest.items() if k not in _VIDEO_SAMPLED and v is not None}
+        if leftover:
+            return f"kwargs it does not reproduce: {sorted(leftover)}"
+        processor = self._processor(devices.pop())
+        try:
+            out = processor(
+                list(videos),
+                visual_dtype=torch.uint8 if raw else torch.float32,
+                do_sample_frames=False,  # upstream sampled them
+                **overrides,
+            )
+        except (TypeError, ValueError) as e:
+            return str(e)
+        from transformers import BatchFeature
+
+        return BatchFeature(data=out, tensor_type=return_tensors)
+
+    def _processor(self, device: torch.device) -> FusedVideoProcessor:
+        processor = self._processors.get(str(device))
+        if processor is None:
+            processor = FusedVideoProcessor.from_preprocessor_config(
+                self._config, device=device, reference=self.reference
+            )
+            self._processors[str(device)] = processor
+        return processor

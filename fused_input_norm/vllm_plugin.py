@@ -7,10 +7,11 @@ pyproject.toml; `VLLM_PLUGINS` filters plugins by name). It does two independent
 Images (FUSED_INPUT_NORM_VLLM_PROCESSOR=1, the default; 0 turns it off): the transformers processor vLLM
 loads for Qwen2-VL, Qwen2.5-VL and Qwen3-VL gets a FusedHFImageProcessor as its image_processor, with
 transformers' call signature and the same outputs (uint8 patch rows on vLLM's mm_device_do_normalize path,
-float32 otherwise), faster. The hook wraps `cached_processor_from_config` where vLLM's processing context
-calls it (imported by name into that module, so that is the name to wrap). Videos, other models, and calls
-it does not reproduce stay with transformers; one log line says which processor serves a model's images,
-and why where it is transformers'.
+float32 otherwise), faster; its video processor a FusedHFVideoProcessor (transformers' own frame sampling,
+FusedVideoProcessor's resize and patch rows). The hook wraps `cached_processor_from_config` where vLLM's
+processing context calls it (imported by name into that module, so that is the name to wrap). Other models,
+and calls it does not reproduce, stay with transformers; one log line says which processor serves a model's
+images and videos, and why where it is transformers'.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -30,7 +31,7 @@ import os
 import torch
 
 from . import build_info, ops
-from .hf_adapter import FusedHFImageProcessor, unsupported
+from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, unsupported, unsupported_video
 from .module import channel_view
 
 # A child of vLLM's logger: our lines appear in vLLM's log, in its format and at its level.
@@ -151,14 +152,33 @@ def serve_images(model_config: object, processor: object) -> None:
     except Exception as e:  # never an error in vLLM's path: transformers' keeps serving
         _say_once(key, "fused_input_norm: transformers' %s serves images for %s: %s", name, architectures, e)
         return
+    videos = serve_videos(processor)
     _say_once(
         key,
-        "fused_input_norm: FusedImageProcessor (reference %r) serves images for %s in place of transformers' %s; "
-        "videos stay with transformers",
+        "fused_input_norm: FusedImageProcessor (reference %r) serves images for %s in place of transformers' %s; %s",
         processor.image_processor.reference,
         architectures,
         name,
+        videos,
     )
+
+
+def serve_videos(processor: object) -> str:
+    """Puts a FusedHFVideoProcessor in `processor` where it serves the model's videos; says which serves them."""
+    upstream = getattr(processor, "video_processor", None)
+    if upstream is None:
+        return "the processor has no video processor"
+    if isinstance(upstream, FusedHFVideoProcessor):
+        return "FusedVideoProcessor serves videos"
+    name = type(upstream).__name__
+    reason = unsupported_video(upstream)
+    if reason is None:
+        try:
+            processor.video_processor = FusedHFVideoProcessor(upstream, logger)
+            return f"FusedVideoProcessor serves videos in place of transformers' {name}"
+        except Exception as e:  # never an error in vLLM's path: transformers' keeps serving
+            reason = str(e)
+    return f"transformers' {name} serves videos: {reason}"
 
 
 def register_input_norm() -> None:

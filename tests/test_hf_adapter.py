@@ -70,3 +70,73 @@ def test_upstream_attributes_and_refusals():
     assert "not a Qwen-VL image processor" in unsupported(clip)
     with pytest.raises(ValueError, match="cannot serve CLIPImageProcessor"):
         FusedHFImageProcessor(clip)
+
+
+# ----- videos -----
+
+
+def _clips():
+    rng = np.random.default_rng(7)
+    return [
+        rng.integers(0, 256, (9, 180, 320, 3), dtype=np.uint8),
+        rng.integers(0, 256, (6, 240, 200, 3), dtype=np.uint8),
+    ]
+
+
+def _metadata():
+    return [
+        {"fps": 4.0, "total_num_frames": 9, "frames_indices": list(range(9))},
+        {"fps": 3.0, "total_num_frames": 6, "frames_indices": list(range(6))},
+    ]
+
+
+@pytest.mark.parametrize("model", ["qwen2_vl", "qwen3_vl"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"do_sample_frames": False},
+        {"do_sample_frames": True, "fps": 2},
+        {"do_sample_frames": False, "do_rescale": False, "do_normalize": False},
+        {"do_sample_frames": False, "size": {"shortest_edge": 3136, "longest_edge": 200000}},
+    ],
+    ids=["as-given", "sampled", "uint8", "size"],
+)
+def test_video_same_batch_feature_as_transformers(model, kwargs):
+    """FusedHFVideoProcessor against the transformers video processor it wraps (upstream's own sampling and
+    metadata, FusedVideoProcessor's rows): float32 within 1e-6, uint8 equal, grids and sampled frames equal,
+    and no call handed back to transformers."""
+    import copy
+
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    module = pytest.importorskip(f"transformers.models.{model}.video_processing_{model}")
+    cls = module.Qwen2VLVideoProcessor if model == "qwen2_vl" else module.Qwen3VLVideoProcessor
+    upstream = cls(cap_pixels_per_frame=False)
+    served = FusedHFVideoProcessor(copy.deepcopy(upstream))
+    expected = upstream(videos=_clips(), video_metadata=_metadata(), return_metadata=True, **kwargs)
+    got = served(videos=_clips(), video_metadata=_metadata(), return_metadata=True, **kwargs)
+    assert not served._logged, served._logged
+    assert torch.equal(got["video_grid_thw"], expected["video_grid_thw"])
+    indices = [[[int(i) for i in m.frames_indices] for m in out["video_metadata"]] for out in (got, expected)]
+    assert indices[0] == indices[1]
+    pv, ref = got["pixel_values_videos"], expected["pixel_values_videos"]
+    assert pv.dtype == ref.dtype and pv.shape == ref.shape
+    if pv.dtype == torch.uint8:
+        assert torch.equal(pv, ref)
+    else:
+        assert float((pv - ref).abs().max()) <= 1e-6
+
+
+def test_video_calls_it_does_not_reproduce_go_to_transformers(caplog):
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor, unsupported_video
+
+    module = pytest.importorskip("transformers.models.qwen2_vl.video_processing_qwen2_vl")
+    upstream = module.Qwen2VLVideoProcessor(cap_pixels_per_frame=False)
+    served = FusedHFVideoProcessor(upstream, logging.getLogger("test_video_adapter"))
+    with caplog.at_level(logging.INFO, logger="test_video_adapter"):
+        got = served(videos=_clips(), do_sample_frames=False, do_rescale=True, do_normalize=False)
+    expected = upstream(videos=_clips(), do_sample_frames=False, do_rescale=True, do_normalize=False)
+    assert torch.equal(got["pixel_values_videos"], expected["pixel_values_videos"])
+    assert "do_rescale and do_normalize differ" in caplog.text
+    assert unsupported_video(qwen.Qwen2VLImageProcessor()) is not None
+    assert served.merge_size == upstream.merge_size  # upstream's attributes

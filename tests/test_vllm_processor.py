@@ -7,7 +7,8 @@ classes, a `tokenizers` tokenizer holding the Qwen special tokens, preprocessor_
 checkpoints' min/max pixels), with vLLM's device normalize on (uint8 patch rows: equal exactly) and off
 (float32 before vLLM's cast to the model dtype: within 1e-6; vLLM casts floats to bfloat16, so the workers
 run with dtype float32 to compare the processor's values). Compared: prompt_token_ids, mm_placeholders,
-mm_hashes, image_grid_thw, pixel_values.
+mm_hashes, image_grid_thw, pixel_values; for videos (FusedHFVideoProcessor), the same plus video_grid_thw,
+pixel_values_videos and Qwen2.5-VL's second_per_grid_ts.
 """
 
 import importlib.util
@@ -155,6 +156,33 @@ def requests():
     return out
 
 
+VIDEO = "<|vision_start|><|video_pad|><|vision_end|>"
+
+
+def video_requests():
+    """(name, prompt, videos): clips as vLLM's video loader hands them to the processor, (frames [T, H, W, 3]
+    uint8, metadata) with its frames already sampled (do_sample_frames False): an odd frame count, and two
+    clips of different sizes in one prompt."""
+    import numpy as np
+
+    def clip(frames: int, height: int, width: int, seed: int):
+        video = np.stack([photo(height, width, seed + t) for t in range(frames)])
+        metadata = {
+            "fps": 2.0,
+            "duration": frames / 2.0,
+            "total_num_frames": frames,
+            "frames_indices": list(range(frames)),
+            "video_backend": "opencv",
+            "do_sample_frames": False,
+        }
+        return video, metadata
+
+    return [
+        ("clip-9x180x320", VIDEO + " describe", [clip(9, 180, 320, 40)]),
+        ("clips-2", " and ".join([VIDEO] * 2) + " compare", [clip(4, 240, 200, 50), clip(6, 360, 640, 60)]),
+    ]
+
+
 def worker(root: str, out_path: str) -> None:
     """One side: every model, device normalize on and off, every request; the results to `out_path`."""
     import logging
@@ -178,6 +206,21 @@ def worker(root: str, out_path: str) -> None:
             image_processor = processor.info.get_hf_processor().image_processor
             key = f"{model}-{'uint8' if device_normalize else 'float'}"
             results[key + "-class"] = f"{type(image_processor).__module__}.{type(image_processor).__name__}"
+            video_processor = processor.info.get_hf_processor().video_processor
+            results[key + "-video-class"] = f"{type(video_processor).__module__}.{type(video_processor).__name__}"
+            for name, prompt, videos in video_requests():
+                out = processor(prompt, processor.info.parse_mm_data({"video": videos}), hf_processor_mm_kwargs={})
+                items = out["mm_kwargs"]["video"]
+                results[f"{key}-{name}"] = {
+                    "prompt_token_ids": list(out["prompt_token_ids"]),
+                    "mm_placeholders": [(p.offset, p.length) for p in out["mm_placeholders"]["video"]],
+                    "mm_hashes": list(out["mm_hashes"]["video"]),
+                    "video_grid_thw": torch.stack([item["video_grid_thw"].data for item in items]),
+                    "pixel_values": torch.cat([item["pixel_values_videos"].data for item in items]),
+                    "second_per_grid_ts": [
+                        item["second_per_grid_ts"].data.tolist() for item in items if "second_per_grid_ts" in item
+                    ],
+                }
             for name, prompt, images, kwargs in requests():
                 out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
                 items = out["mm_kwargs"]["image"]
@@ -245,6 +288,34 @@ def test_same_outputs_as_transformers(sides, model, path):
             assert diff <= 1e-6, f"{name}: differs by {diff}"
 
 
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("path", ["uint8", "float"])
+def test_same_video_outputs_as_transformers(sides, model, path):
+    """Videos through vLLM's processor: tokens, placeholders, hashes, grids, Qwen2.5-VL's second_per_grid_ts
+    and pixel_values_videos (uint8 exactly, float32 within 1e-6)."""
+    import torch
+
+    on, off = sides
+    key = f"{model}-{path}"
+    assert on[key + "-video-class"] == "fused_input_norm.hf_adapter.FusedHFVideoProcessor"
+    assert off[key + "-video-class"].startswith("transformers."), off[key + "-video-class"]
+    for name in ("clip-9x180x320", "clips-2"):
+        got, expected = on[f"{key}-{name}"], off[f"{key}-{name}"]
+        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes", "second_per_grid_ts"):
+            assert got[field] == expected[field], f"{name}: {field}"
+        assert torch.equal(got["video_grid_thw"], expected["video_grid_thw"]), name
+        pv, ref = got["pixel_values"], expected["pixel_values"]
+        assert pv.dtype == ref.dtype == (torch.uint8 if path == "uint8" else torch.float32), (name, pv.dtype)
+        assert pv.shape == ref.shape, name
+        if path == "uint8":
+            assert torch.equal(pv, ref), f"{name}: {int((pv != ref).sum())} bytes differ"
+        else:
+            diff = float((pv - ref).abs().max())
+            assert diff <= 1e-6, f"{name}: differs by {diff}"
+    assert (model == "qwen2_5_vl") == bool(on[f"{key}-clips-2"]["second_per_grid_ts"])
+    assert not any("serves this call" in line and "Video" in line for line in on["log"]), on["log"]
+
+
 def requests_names():
     """The request names, without building images."""
     return (
@@ -263,6 +334,7 @@ def test_log_says_which_processor_serves_images(sides):
     ]
     assert any("Qwen3VLForConditionalGeneration" in line for line in served), on["log"]
     assert any("FUSED_INPUT_NORM_VLLM_PROCESSOR=0" in line for line in off["log"]), off["log"]
+    assert all("FusedVideoProcessor serves videos" in line for line in served if "FusedImageProcessor" in line)
     assert any("serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
     # The plugin's Pillow block size: the 12 MP photos decoded after it are one block, read in place.
     assert on["pillow_block_size"] == 256 << 20 and off["pillow_block_size"] == 16 << 20
