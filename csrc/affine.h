@@ -40,10 +40,6 @@ AffinePlan plan_affine(const Tensor& input, int64_t dim);
 // A new contiguous tensor with input's shape and device; dtype is float16, bfloat16 or float32.
 Tensor new_output(const Tensor& input, ScalarType dtype);
 
-// CPU: advises transparent huge pages for a large output before its first touch (affine_cpu.cpp; the resize
-// op's CPU kernel calls it too: its `out` is usually a fresh torch.empty that it writes first).
-void advise_huge_pages(const Tensor& out);
-
 // A backend's unchecked kernel launch: writes input * weight[c] + bias[c] into out.
 using AffineRun = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            int64_t dim);

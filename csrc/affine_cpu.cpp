@@ -16,6 +16,8 @@
 
 namespace fused_input_norm {
 
+namespace {
+
 // A fresh output of several huge pages gets transparent huge pages before the kernel first touches it:
 // first-touch faults of 4 KiB pages otherwise cost several times the kernel itself (a 165 MB output: ~100
 // ms of faults against ~15 ms of work). madvise is advice: an error or a kernel without THP changes nothing.
@@ -32,8 +34,6 @@ void advise_huge_pages(const Tensor& out) {
   (void)out;
 #endif
 }
-
-namespace {
 
 void run_affine_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t dim) {
   const AffinePlan plan = plan_affine(input, dim);

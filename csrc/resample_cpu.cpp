@@ -328,7 +328,6 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const uint8_t* input, int
 
 void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                     const ResizePlan& p) {
-  advise_huge_pages(out);  // a video's patch rows are often 100+ MB of fresh memory (4 KiB faults: ~1 ms / MB)
   const auto* in = static_cast<const uint8_t*>(input.const_data_ptr());
   const auto* w = static_cast<const float*>(weight.const_data_ptr());
   const auto* b = static_cast<const float*>(bias.const_data_ptr());
