@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from . import config as configs
+from . import video
 from .processor import FusedImageProcessor
 from .video import FusedVideoProcessor
 
@@ -203,22 +204,8 @@ def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:
 # ----- videos -----
 # The keys a Qwen-VL video processor's _preprocess receives that FusedVideoProcessor computes from; frame
 # sampling (fps, num_frames, min_frames, max_frames) is done by then, by upstream itself.
-_VIDEO_KEYS = (
-    "do_resize",
-    "size",
-    "resample",
-    "do_rescale",
-    "rescale_factor",
-    "do_normalize",
-    "image_mean",
-    "image_std",
-    "patch_size",
-    "temporal_patch_size",
-    "merge_size",
-    "cap_pixels_per_frame",
-    "max_video_tokens",
-)
 _VIDEO_SAMPLED = {"fps", "num_frames", "min_frames", "max_frames"}
+_VIDEO_KEYS = sorted(video.CALL_KEYS["qwen3_vl"] - _VIDEO_SAMPLED - {"do_sample_frames", "do_convert_rgb"})
 
 
 def unsupported_video(upstream: object) -> str | None:

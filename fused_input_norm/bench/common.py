@@ -132,6 +132,22 @@ class Suite:
     legend: str
 
 
+def target_ratios(
+    pairs: dict[str, tuple[str, str]], targets: Sequence[tuple[str, float]], times: dict, mins: dict
+) -> dict[str, dict]:
+    """Each ratio of medians (and of minima) named in `pairs` whose two paths ran, with its target (>=) where
+    `targets` sets one."""
+    bounds = dict(targets)
+    out = {}
+    for name, (a, b) in pairs.items():
+        if a in times and b in times:
+            ratio = times[a] / times[b]
+            out[name] = {"ratio": ratio, "min_ratio": mins[a] / mins[b]}
+            if name in bounds:
+                out[name].update(op=">=", bound=bounds[name], met=ratio >= bounds[name])
+    return out
+
+
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(
         ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]

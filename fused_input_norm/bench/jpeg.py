@@ -16,6 +16,7 @@ from .common import (
     ms_label,
     ratio_line,
     run_cpu_suite,
+    target_ratios,
     threads_label,
     time_cpu_methods,
 )
@@ -137,16 +138,7 @@ def check_jpeg(case: JpegCase, inp: JpegInputs) -> dict:
 
 
 def jpeg_ratios(case: JpegCase, times: dict[str, float], mins: dict[str, float]) -> dict[str, dict]:
-    """Each ratio of medians (and of minima); with its target where the case sets one."""
-    bounds = dict(case.targets)
-    out = {}
-    for name, (a, b) in JPEG_RATIOS.items():
-        if a in times and b in times:
-            ratio = times[a] / times[b]
-            out[name] = {"ratio": ratio, "min_ratio": mins[a] / mins[b]}
-            if name in bounds:
-                out[name].update(op=">=", bound=bounds[name], met=ratio >= bounds[name])
-    return out
+    return target_ratios(JPEG_RATIOS, case.targets, times, mins)
 
 
 def run_jpeg_case(case: JpegCase, inp: JpegInputs, threads: int, reps: int, case_budget_s: float) -> dict:

@@ -16,6 +16,7 @@ from .common import (
     ms_label,
     ratio_line,
     run_cpu_suite,
+    target_ratios,
     threads_label,
     time_cpu_methods,
 )
@@ -98,15 +99,7 @@ def check_video(case: VideoCase, inp: VideoInputs) -> dict:
 
 
 def video_ratios(case: VideoCase, times: dict[str, float], mins: dict[str, float]) -> dict[str, dict]:
-    bounds = dict(case.targets)
-    out = {}
-    for name, (a, b) in VIDEO_RATIOS.items():
-        if a in times and b in times:
-            ratio = times[a] / times[b]
-            out[name] = {"ratio": ratio, "min_ratio": mins[a] / mins[b]}
-            if name in bounds:
-                out[name].update(op=">=", bound=bounds[name], met=ratio >= bounds[name])
-    return out
+    return target_ratios(VIDEO_RATIOS, case.targets, times, mins)
 
 
 def run_video_case(case: VideoCase, inp: VideoInputs, threads: int, reps: int, case_budget_s: float) -> dict:
