@@ -148,6 +148,35 @@ def target_ratios(
     return out
 
 
+def result_lines(result: dict, header: str) -> list[str]:
+    """A suite result's block: its header, each method's median and minimum, what failed, the ratios."""
+    lines = ["", header, f"  {'method':<46}{'median ms':>10}{'min ms':>10}"]
+    for name, ms in result["times_ms"].items():
+        lines.append(f"  {name:<46}{ms:>10.2f}{result['min_ms'][name]:>10.2f}")
+    lines += failed_lines(result, 46)
+    return lines + ["  " + ratio_line(name, t) for name, t in result["ratios"].items()]
+
+
+def summary_table(results: list[dict], short_names: dict[str, str], ratio_names: Sequence[str]) -> str:
+    """One Markdown row per case and thread count: medians, the ratios (targets met or not), load."""
+    head = ["case", "threads", "load", *short_names.values(), *ratio_names]
+    rows = []
+    for r in results:
+        t = r["times_ms"]
+        cells = [r["case"], str(r["threads"]), f"{r['load_average']:.1f}"]
+        cells += [ms_label(t[k]) if k in t else "-" for k in short_names]
+        for name in ratio_names:
+            x = r["ratios"].get(name)
+            if x is None:
+                cells.append("-")
+            elif "bound" in x:
+                cells.append(f"{x['ratio']:.2f} (>= {x['bound']:g}: {'met' if x['met'] else 'not met'})")
+            else:
+                cells.append(f"{x['ratio']:.2f}")
+        rows.append(cells)
+    return markdown_table(head, rows)
+
+
 def markdown_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(
         ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows]

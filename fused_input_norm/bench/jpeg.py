@@ -11,11 +11,9 @@ import torch
 from .common import (
     Suite,
     bars,
-    failed_lines,
-    markdown_table,
-    ms_label,
-    ratio_line,
+    result_lines,
     run_cpu_suite,
+    summary_table,
     target_ratios,
     threads_label,
     time_cpu_methods,
@@ -180,17 +178,11 @@ def format_jpeg(report: dict) -> str:
     ]
     for r in report["jpeg_results"]:
         h, w = r["photo"]
-        lines.append("")
-        lines.append(
+        lines += result_lines(
+            r,
             f"{r['case']}  ({w}x{h}, JPEG {r['jpeg_bytes'] / 1e6:.2f} MB, out {r['out_shape']}; "
-            f"{threads_label(r['threads'])}, median of {r['reps']}, load {r['load_average']:.1f})"
+            f"{threads_label(r['threads'])}, median of {r['reps']}, load {r['load_average']:.1f})",
         )
-        lines.append(f"  {'method':<46}{'median ms':>10}{'min ms':>10}")
-        for name, ms in r["times_ms"].items():
-            lines.append(f"  {name:<46}{ms:>10.2f}{r['min_ms'][name]:>10.2f}")
-        lines += failed_lines(r, 46)
-        for name, t in r["ratios"].items():
-            lines.append("  " + ratio_line(name, t))
     for name, checked in report.get("jpeg_check", {}).items():
         lines.append(
             f"{name}: max |fused - processor| on PIL's decoded pixels {checked['torchvision: same pixels']:.1e} "
@@ -204,23 +196,7 @@ def format_jpeg(report: dict) -> str:
 
 
 def jpeg_summary_table(report: dict) -> str:
-    """One Markdown row per JPEG case and thread count: medians, the ratios (targets met or not), load."""
-    head = ["case", "threads", "load", *JPEG_SHORT_NAMES.values(), *JPEG_RATIOS]
-    rows = []
-    for r in report["jpeg_results"]:
-        t = r["times_ms"]
-        cells = [r["case"], str(r["threads"]), f"{r['load_average']:.1f}"]
-        cells += [ms_label(t[k]) if k in t else "-" for k in JPEG_SHORT_NAMES]
-        for name in JPEG_RATIOS:
-            x = r["ratios"].get(name)
-            if x is None:
-                cells.append("-")
-            elif "bound" in x:
-                cells.append(f"{x['ratio']:.2f} (>= {x['bound']:g}: {'met' if x['met'] else 'not met'})")
-            else:
-                cells.append(f"{x['ratio']:.2f}")
-        rows.append(cells)
-    return markdown_table(head, rows)
+    return summary_table(report["jpeg_results"], JPEG_SHORT_NAMES, list(JPEG_RATIOS))
 
 
 def jpeg_panel(ax, r: dict) -> None:

@@ -11,11 +11,9 @@ import torch
 from .common import (
     Suite,
     bars,
-    failed_lines,
-    markdown_table,
-    ms_label,
-    ratio_line,
+    result_lines,
     run_cpu_suite,
+    summary_table,
     target_ratios,
     threads_label,
     time_cpu_methods,
@@ -138,17 +136,11 @@ def format_video(report: dict) -> str:
     ]
     for r in report["video_results"]:
         frames, h, w = r["clip"]
-        lines.append("")
-        lines.append(
+        lines += result_lines(
+            r,
             f"{r['case']}  ({frames} frames of {w}x{h}, out {r['out_shape']}; {threads_label(r['threads'])}, "
-            f"median of {r['reps']}, load {r['load_average']:.1f})"
+            f"median of {r['reps']}, load {r['load_average']:.1f})",
         )
-        lines.append(f"  {'method':<46}{'median ms':>10}{'min ms':>10}")
-        for name, ms in r["times_ms"].items():
-            lines.append(f"  {name:<46}{ms:>10.2f}{r['min_ms'][name]:>10.2f}")
-        lines += failed_lines(r, 46)
-        for name, t in r["ratios"].items():
-            lines.append("  " + ratio_line(name, t))
     for name, checked in report.get("video_check", {}).items():
         lines.append(
             f"{name}: max |fused - processor| {checked['float32 max |diff|']:.1e} (float32), "
@@ -160,22 +152,7 @@ def format_video(report: dict) -> str:
 
 
 def video_summary_table(report: dict) -> str:
-    head = ["case", "threads", "load", *VIDEO_SHORT_NAMES.values(), *VIDEO_RATIOS]
-    rows = []
-    for r in report["video_results"]:
-        t = r["times_ms"]
-        cells = [r["case"], str(r["threads"]), f"{r['load_average']:.1f}"]
-        cells += [ms_label(t[k]) if k in t else "-" for k in VIDEO_SHORT_NAMES]
-        for name in VIDEO_RATIOS:
-            x = r["ratios"].get(name)
-            if x is None:
-                cells.append("-")
-            elif "bound" in x:
-                cells.append(f"{x['ratio']:.2f} (>= {x['bound']:g}: {'met' if x['met'] else 'not met'})")
-            else:
-                cells.append(f"{x['ratio']:.2f}")
-        rows.append(cells)
-    return markdown_table(head, rows)
+    return summary_table(report["video_results"], VIDEO_SHORT_NAMES, list(VIDEO_RATIOS))
 
 
 def video_panel(ax, r: dict) -> None:
