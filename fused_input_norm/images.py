@@ -107,14 +107,14 @@ def to_device_rgb(
 
 def _to_chw(item: Any, name: str, convert_rgb: bool, where: str) -> tuple[torch.Tensor, str]:
     """A PIL image, array or tensor as uint8 [C, H, W] (a view where possible) and how it composites alpha."""
-    if _is_pil(item):
+    if is_pil(item):
         return pil_to_chw(item, convert_rgb), "pil"
     if type(item).__module__ == "numpy" and hasattr(item, "dtype"):
         import numpy as np
 
         if item.dtype != np.uint8:
             raise TypeError(f"{where}: {name} must be uint8 pixels, got a NumPy array of {item.dtype}")
-        item = _from_numpy(np.ascontiguousarray(item) if item.strides and min(item.strides) < 0 else item)
+        item = from_numpy(np.ascontiguousarray(item) if item.strides and min(item.strides) < 0 else item)
     elif not isinstance(item, torch.Tensor):
         raise TypeError(
             f"{where}: {name} is a {type(item).__name__}; expected a PIL.Image, a uint8 NumPy array or tensor, "
@@ -137,7 +137,7 @@ def _to_chw(item: Any, name: str, convert_rgb: bool, where: str) -> tuple[torch.
     )
 
 
-def _is_pil(item: Any) -> bool:
+def is_pil(item: Any) -> bool:
     try:
         from PIL import Image
     except ImportError:
@@ -161,7 +161,7 @@ def pil_to_chw(image, convert_rgb: bool = True) -> torch.Tensor:
     if shared is not None:
         return shared.permute(2, 0, 1)
     array = np.asarray(image)  # a fresh copy, which Pillow marks read-only
-    return _from_numpy(array if array.ndim == 3 else array[:, :, None]).permute(2, 0, 1)
+    return from_numpy(array if array.ndim == 3 else array[:, :, None]).permute(2, 0, 1)
 
 
 # ----- a PIL image's pixels without a copy -----
@@ -214,7 +214,7 @@ def _pil_memory(image) -> torch.Tensor | None:
     return pixels[:, :, : _STORED_CHANNELS[image.mode]]
 
 
-def _from_numpy(array) -> torch.Tensor:
+def from_numpy(array) -> torch.Tensor:
     """torch.from_numpy without the warning for a read-only array (np.asarray of a PIL image is one): nothing
     here writes to the input."""
     with warnings.catch_warnings():

@@ -21,6 +21,7 @@ import torch
 from . import config as configs
 from .checks import check_visual_dtype
 from .geometry import smart_resize, smart_resize_clip
+from .images import from_numpy, is_pil
 from .module import FusedInputNorm
 from .resize import PlanCache, check_reference, resize_into
 
@@ -308,20 +309,12 @@ def _norm(settings: VideoSettings, device: torch.device) -> FusedInputNorm:
 # ---- intake: what a user hands a video processor, as uint8 [F, C, H, W] ----
 
 
-def _is_pil(item: Any) -> bool:
-    try:
-        from PIL import Image
-    except ImportError:
-        return False
-    return isinstance(item, Image.Image)
-
-
 def _is_array(item: Any) -> bool:
     return isinstance(item, torch.Tensor) or (type(item).__module__ == "numpy" and hasattr(item, "ndim"))
 
 
 def _is_frame(item: Any) -> bool:
-    return _is_pil(item) or (_is_array(item) and item.ndim == 3)
+    return is_pil(item) or (_is_array(item) and item.ndim == 3)
 
 
 def as_video_list(videos: Any) -> list:
@@ -338,7 +331,7 @@ def as_video_list(videos: Any) -> list:
             f"{_WHERE}: videos must be a video [T, H, W, C] / [T, C, H, W], a batch of them or a list; got an "
             f"array of shape {tuple(videos.shape)}"
         )
-    if _is_pil(videos):
+    if is_pil(videos):
         return [[videos]]
     if not isinstance(videos, list | tuple):
         raise TypeError(
@@ -372,7 +365,7 @@ def clip_frames(item: Any, name: str, convert_rgb: bool, channel: int) -> torch.
 
         if item.dtype != np.uint8:
             raise TypeError(f"{_WHERE}: {name} must be uint8 frames, got a NumPy array of {item.dtype}")
-        item = _from_numpy(np.ascontiguousarray(item) if item.strides and min(item.strides) < 0 else item)
+        item = from_numpy(np.ascontiguousarray(item) if item.strides and min(item.strides) < 0 else item)
     if item.dtype != torch.uint8:
         raise TypeError(f"{_WHERE}: {name} must be uint8 frames, got a tensor of {item.dtype}")
     if item.dim() != 4:
@@ -407,7 +400,7 @@ def _stack_frames(frames: list | tuple, name: str) -> torch.Tensor:
         raise ValueError(f"{_WHERE}: {name} is an empty clip (a list of no frames)")
     arrays = []
     for j, frame in enumerate(frames):
-        if _is_pil(frame):
+        if is_pil(frame):
             if frame.mode not in ("RGB", "L"):
                 raise ValueError(
                     f"{_WHERE}: {name} frame {j} is a PIL image in mode {frame.mode!r}; video frames must be RGB or L"
@@ -415,14 +408,14 @@ def _stack_frames(frames: list | tuple, name: str) -> torch.Tensor:
             import numpy as np
 
             array = np.asarray(frame)
-            frame = _from_numpy(array if array.ndim == 3 else array[:, :, None])
+            frame = from_numpy(array if array.ndim == 3 else array[:, :, None])
         elif _is_array(frame) and frame.ndim == 3:
             if type(frame).__module__ == "numpy":
                 import numpy as np
 
                 if frame.dtype != np.uint8:
                     raise TypeError(f"{_WHERE}: {name} frame {j} must be uint8, got a NumPy array of {frame.dtype}")
-                frame = _from_numpy(frame)
+                frame = from_numpy(frame)
         else:
             raise TypeError(
                 f"{_WHERE}: {name} frame {j} is a {type(frame).__name__}"
@@ -438,14 +431,6 @@ def _stack_frames(frames: list | tuple, name: str) -> torch.Tensor:
             )
         arrays.append(frame)
     return torch.stack(arrays)
-
-
-def _from_numpy(array) -> torch.Tensor:
-    import warnings
-
-    with warnings.catch_warnings():  # np.asarray of a PIL image is read-only; nothing here writes to it
-        warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
-        return torch.from_numpy(array)
 
 
 def _metadata_list(metadata: Any, count: int) -> list[Mapping | None]:
