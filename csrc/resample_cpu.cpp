@@ -622,6 +622,7 @@ FIN_CPU_KERNEL void split_channels(const uint8_t* __restrict in, int64_t channel
 // Per-thread scratch, grown as needed and kept between calls.
 struct Scratch {
   std::vector<uint8_t> first, band, row;
+  std::vector<unsigned char> converted;  // a band's values in the output dtype, before the patch layout
   std::vector<int32_t> acc;
 };
 thread_local Scratch scratch;
@@ -722,6 +723,35 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
   }
 }
 
+// A band of P * m rows of [C][P * m][width] values (already in the output dtype) as Qwen-VL's patch rows: the
+// band's (width / (P m)) x m x m patches, each C x T x P x P (the T frames the same).
+template <typename out_t>
+void cut_patch_rows(const out_t* conv, int64_t width, int64_t C, int64_t P, int64_t m, int64_t T, out_t* out) {
+  const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P;
+  const size_t run = static_cast<size_t>(P) * sizeof(out_t);
+  for (int64_t gx = 0; gx < gw; ++gx) {
+    for (int64_t my = 0; my < m; ++my) {
+      for (int64_t mx = 0; mx < m; ++mx) {
+        const out_t* from = conv + my * P * width + gx * factor + mx * P;
+        for (int64_t c = 0; c < C; ++c) {
+          out_t* to = out;
+          if (P == 14) {  // Qwen2-VL / 2.5-VL: a constant-size copy is two vector moves, not a call
+            for (int64_t py = 0; py < 14; ++py)
+              std::memcpy(to + py * 14, from + c * plane + py * width, 14 * sizeof(out_t));
+          } else if (P == 16) {  // Qwen3-VL
+            for (int64_t py = 0; py < 16; ++py)
+              std::memcpy(to + py * 16, from + c * plane + py * width, 16 * sizeof(out_t));
+          } else {
+            for (int64_t py = 0; py < P; ++py) std::memcpy(to + py * P, from + c * plane + py * width, run);
+          }
+          for (int64_t t = 1; t < T; ++t) std::memcpy(out + t * block, out, static_cast<size_t>(block) * sizeof(out_t));
+          out += T * block;
+        }
+      }
+    }
+  }
+}
+
 void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                     const ResizePlan& p) {
   const auto* in = static_cast<const uint8_t*>(input.const_data_ptr());
@@ -771,7 +801,21 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
         // The band, resampled, is the source of the affine's own strided walker (affine_cpu_kernels.h).
         with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
           resample_band<cap>(p, pairs, call, in, image, y0, y1, buffer.data());
-          if (patches) {
+          if (patches && rows == band_rows) {
+            // Each channel's band rows converted once, contiguously (the affine's vector loop over whole
+            // rows), then cut into patch rows: P-element runs copied, each frame after the first a copy of the
+            // first's P x P block.
+            const int64_t n = rows * width, one = 1;
+            StridedLayout row_run{};
+            build_strided_layout(1, &n, &one, -1, &row_run);
+            std::vector<unsigned char>& conv_bytes = scratch.converted;
+            conv_bytes.resize(static_cast<size_t>(C * n) * sizeof(out_t));
+            auto* conv = reinterpret_cast<out_t*>(conv_bytes.data());
+            for (int64_t c = 0; c < C; ++c) {
+              affine_strided<cap>(src + c * n, conv + c * n, w + c, b + c, row_run, int64_t{0}, n);
+            }
+            cut_patch_rows(conv, width, C, p.patch, p.merge, p.temporal, y + (image * bands + band) * band_numel);
+          } else if (patches) {
             affine_strided<cap>(src, y + (image * bands + band) * band_numel, w, b, band_layout, int64_t{0},
                                 band_numel);
           } else {
