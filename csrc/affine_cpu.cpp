@@ -6,10 +6,6 @@
 
 #include <cstdint>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include "affine.h"
 #include "affine_cpu_kernels.h"
 #include "dispatch.h"
@@ -17,23 +13,6 @@
 namespace fused_input_norm {
 
 namespace {
-
-// A fresh output of several huge pages gets transparent huge pages before the kernel first touches it:
-// first-touch faults of 4 KiB pages otherwise cost several times the kernel itself (a 165 MB output: ~100
-// ms of faults against ~15 ms of work). madvise is advice: an error or a kernel without THP changes nothing.
-void advise_huge_pages(const Tensor& out) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
-  const auto nbytes = static_cast<uintptr_t>(out.numel()) * out.element_size();
-  if (nbytes < 4 * kHugePage) return;
-  const auto begin = reinterpret_cast<uintptr_t>(out.mutable_data_ptr());
-  const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
-  const uintptr_t last = (begin + nbytes) & ~(kHugePage - 1);
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
-#else
-  (void)out;
-#endif
-}
 
 void run_affine_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t dim) {
   const AffinePlan plan = plan_affine(input, dim);

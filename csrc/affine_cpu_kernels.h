@@ -230,6 +230,14 @@ template <CpuCapability cap, typename in_t, typename out_t>
 FIN_CPU_KERNEL void affine_tile(const in_t* in, out_t* out, int64_t n0, int64_t s0, int64_t rows, int64_t s1,
                                 const float* weight, const float* bias, ChannelIn channel) {
   constexpr int64_t kShortRow = 64;
+  if constexpr (std::is_same_v<in_t, uint8_t> && std::is_same_v<out_t, uint8_t>) {
+    // The resize op's byte output with weight 1 and bias 0 (vLLM's device-normalize path): the affine of a
+    // byte is the byte itself (from_float rounds x * 1 + 0 to x), so the rows are copied, not converted.
+    if (s0 == 1 && channel == ChannelIn::kFixed && weight[0] == 1.0f && bias[0] == 0.0f) {
+      for (int64_t r = 0; r < rows; ++r) copy_short(out + r * n0, in + r * s1, n0);
+      return;
+    }
+  }
   if (s0 == 1 && n0 < kShortRow && channel == ChannelIn::kFixed) {
     // Short rows (patch rows of 14 or 16): too short for the vector loop, so gather a batch of them into a
     // contiguous buffer (in L1) and normalize the batch as one stretch.

@@ -3,10 +3,15 @@
 #include "glue.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 namespace fused_input_norm {
 
@@ -171,6 +176,26 @@ Tensor new_contiguous(torch::headeronly::IntHeaderOnlyArrayRef sizes, ScalarType
   TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(static_cast<int64_t>(sizes.size()), sizes.data(), strides.data(),
                                                   shim_dtype, device_type, device_index, &handle));
   return Tensor(handle);
+}
+
+void advise_huge_pages(const Tensor& out) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  const auto nbytes = static_cast<uintptr_t>(out.numel()) * out.element_size();
+  // FUSED_INPUT_NORM_HUGE_PAGES=0 leaves every output to the system's page size (where THP compaction
+  // stalls cost more than the faults they save).
+  static const bool enabled = [] {
+    const char* value = std::getenv("FUSED_INPUT_NORM_HUGE_PAGES");
+    return value == nullptr || std::string(value) != "0";
+  }();
+  if (!enabled || nbytes < 4 * kHugePage) return;
+  const auto begin = reinterpret_cast<uintptr_t>(out.mutable_data_ptr());
+  const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t last = (begin + nbytes) & ~(kHugePage - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#else
+  (void)out;
+#endif
 }
 
 }  // namespace fused_input_norm

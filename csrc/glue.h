@@ -68,4 +68,10 @@ extern const char* const kOutputDtypes;
 using PrepareOutput = void (*)(const Tensor& out);
 inline void leave_output_as_is(const Tensor&) {}
 
+// Transparent huge pages for a CPU output of several of them, before a kernel first touches it: the first
+// touch of 4 KiB pages otherwise costs several times the kernel itself (a 165 MB output: ~100 ms of faults
+// against ~15 ms of work; 73 MB of uint8 patch rows: 32 ms against 8). madvise is advice: it changes no
+// value, pages already touched keep theirs, and an error or a kernel without THP changes nothing.
+void advise_huge_pages(const Tensor& out);
+
 }  // namespace fused_input_norm

@@ -123,9 +123,6 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   };
   p.row_plan = axis("row_plan", row_plan, p.in_h, p.out_h);
   p.col_plan = axis("col_plan", col_plan, p.in_w, p.out_w);
-  if (!p.row_plan && !p.col_plan) {
-    fail(ArgError::kValue, kOp, ": size equals the input's: nothing to resample (use affine_out on a crop view)");
-  }
   p.vertical_first = vertical_first;
 
   if (crop.size() != 4) fail(ArgError::kValue, kOp, ": crop must be (top, left, height, width), got ", int_list(crop));

@@ -30,6 +30,9 @@ constexpr int64_t kGrainWork = 32768;
 // photo: 0.33 ms median, 1.4 ms max on one thread; 4.2 ms max on two), which the parallel speed-up
 // (0.2 ms) never pays back.
 constexpr int64_t kSerialWork = 1 << 19;
+// Interleaved pixels up to this many bytes apart (RGBA, or Pillow's RGBX memory read in place: 4 bytes for 3
+// channels) take the interleaved paths; wider ones the per-channel ones.
+constexpr int64_t kMaxPixelStep = 4;
 
 // out[x] for x in [0, count): output index plan_begin + x of one row, from `row` whose taps are `step`
 // elements apart and whose element 0 is input index tap_offset.
@@ -375,7 +378,7 @@ FIN_CPU_KERNEL void horizontal_rows16(const uint8_t* const rows[16], int64_t ori
   const ResampleAxis axis = resample_axis(plan);
   const int64_t last = plan_begin + count - 1;
   const int64_t xa = axis.bounds[2 * plan_begin], xb = axis.bounds[2 * last] + axis.bounds[2 * last + 1];
-  const int64_t bytes = (xb - xa) * step;
+  const int64_t bytes = (xb - xa - 1) * step + groups;  // not a padded last pixel's padding: past the tensor
   int64_t j0 = 0;
 #if defined(FIN_X86)
   if constexpr (cap == CpuCapability::kAvx512)
@@ -424,14 +427,15 @@ FIN_CPU_KERNEL void horizontal_rows16(const uint8_t* const rows[16], int64_t ori
 // The horizontal pass of `rows` rows: row i of channel c starts (at input index `origin`) at
 // src + c * src_plane + i * src_row, its neighbours `step` elements apart; the results go to
 // out + c * out_plane + i * out_row. Blocks of 16 rows take horizontal_rows16 where the layout allows
-// (channels interleaved, HWC; or each channel's elements contiguous, CHW), single rows otherwise.
+// (channels interleaved, HWC, possibly padded: Pillow's RGBX has step 4 for 3 channels; or each channel's
+// elements contiguous, CHW), single rows otherwise.
 template <CpuCapability cap>
 FIN_CPU_KERNEL void horizontal_pass(const uint8_t* src, int64_t src_plane, int64_t src_row, int64_t step,
                                     int64_t channels, int64_t rows, int64_t origin, const int32_t* plan,
                                     const PairPlan* pairs, int64_t plan_begin, int64_t count, uint8_t* out,
                                     int64_t out_plane, int64_t out_row) {
 #if defined(FIN_RESAMPLE_ROWS16)
-  const bool interleaved = step == channels && src_plane == 1;
+  const bool interleaved = src_plane == 1 && step >= channels && step <= kMaxPixelStep;
   if (interleaved || step == 1) {
     const ResampleAxis axis = resample_axis(plan);
     const int64_t last = plan_begin + count - 1;
@@ -600,22 +604,26 @@ FIN_CPU_KERNEL void vertical_row(const uint8_t* src, int64_t row_stride, int64_t
   vertical_row_impl<0>(src, row_stride, col_step, plan, o, tap_offset, count, acc, out);
 }
 
-// Interleaved pixels [n][C] to C planes (plane c at out + c * plane_stride).
-FIN_CPU_KERNEL void split_channels(const uint8_t* __restrict in, int64_t channels, int64_t n, uint8_t* __restrict out,
-                                   int64_t plane_stride) {
-  if (channels == 3) {  // the common case, with constant strides the compiler vectorizes
-    uint8_t* __restrict r = out;
-    uint8_t* __restrict g = out + plane_stride;
-    uint8_t* __restrict b = out + 2 * plane_stride;
-    for (int64_t x = 0; x < n; ++x) {
-      r[x] = in[3 * x];
-      g[x] = in[3 * x + 1];
-      b[x] = in[3 * x + 2];
-    }
-    return;
+// Interleaved pixels of `step` bytes (channel c at byte c) to C planes (plane c at out + c * plane_stride).
+template <int64_t STEP>
+FIN_CPU_KERNEL void split_rgb(const uint8_t* __restrict in, int64_t n, uint8_t* __restrict out, int64_t plane_stride) {
+  uint8_t* __restrict r = out;
+  uint8_t* __restrict g = out + plane_stride;
+  uint8_t* __restrict b = out + 2 * plane_stride;
+  for (int64_t x = 0; x < n; ++x) {
+    r[x] = in[STEP * x];
+    g[x] = in[STEP * x + 1];
+    b[x] = in[STEP * x + 2];
   }
+}
+
+FIN_CPU_KERNEL void split_channels(const uint8_t* __restrict in, int64_t channels, int64_t step, int64_t n,
+                                   uint8_t* __restrict out, int64_t plane_stride) {
+  // The common cases (RGB, Pillow's RGBX) with constant strides, which the compiler vectorizes.
+  if (channels == 3 && step == 3) return split_rgb<3>(in, n, out, plane_stride);
+  if (channels == 3 && step == 4) return split_rgb<4>(in, n, out, plane_stride);
   for (int64_t c = 0; c < channels; ++c) {
-    for (int64_t x = 0; x < n; ++x) out[c * plane_stride + x] = in[x * channels + c];
+    for (int64_t x = 0; x < n; ++x) out[c * plane_stride + x] = in[x * step + c];
   }
 }
 
@@ -647,7 +655,24 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
   const int64_t sb = p.strides[0], sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
   Scratch& s = scratch;
   const uint8_t* image = input + b * sb;
-  if (!p.row_plan) {  // horizontal only
+  if (!p.row_plan && !p.col_plan) {  // no pass: the crop's rows, as planes
+    const uint8_t* first = image + (p.top + y0) * sh + p.left * sw;
+    for (int64_t y = 0; y < rows; ++y) {
+      const uint8_t* row = first + y * sh;
+      if (sc == 1 && sw >= C && sw <= kMaxPixelStep) {
+        split_channels(row, C, sw, w, band + y * w, rows * w);
+      } else {
+        for (int64_t c = 0; c < C; ++c) {
+          uint8_t* to = band + (c * rows + y) * w;
+          if (sw == 1) {
+            std::memcpy(to, row + c * sc, static_cast<size_t>(w));
+          } else {
+            for (int64_t x = 0; x < w; ++x) to[x] = row[c * sc + x * sw];
+          }
+        }
+      }
+    }
+  } else if (!p.row_plan) {  // horizontal only
     horizontal_pass<cap>(image + (p.top + y0) * sh, sc, sh, sw, C, rows, 0, p.col_plan, col_pairs, p.left, w, band,
                          rows * w, w);
   } else if (p.two_passes() && !p.vertical_first) {
@@ -702,15 +727,16 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
       s.first.resize(static_cast<size_t>(C * rows * q));
       planes = s.first.data();
     }
-    const bool interleaved = sc == 1 && sw == C;
-    s.acc.resize(static_cast<size_t>(q * C));
-    s.row.resize(static_cast<size_t>(q * C));
+    const bool interleaved = sc == 1 && sw >= C && sw <= kMaxPixelStep;
+    s.acc.resize(static_cast<size_t>(q * std::max(C, sw)));
+    s.row.resize(static_cast<size_t>(q * std::max(C, sw)));
     for (int64_t y = 0; y < rows; ++y) {
       const int64_t o = p.top + y0 + y;
       if (interleaved) {
         uint8_t* row = s.row.data();
-        vertical_row<cap>(image + q0 * sw, sh, 1, p.row_plan, row_pairs, o, 0, q * C, s.acc.data(), row);
-        split_channels(row, C, q, planes + y * q, rows * q);
+        // Up to the last channel of the last pixel: its padding may lie past the tensor.
+        vertical_row<cap>(image + q0 * sw, sh, 1, p.row_plan, row_pairs, o, 0, (q - 1) * sw + C, s.acc.data(), row);
+        split_channels(row, C, sw, q, planes + y * q, rows * q);
       } else {
         for (int64_t c = 0; c < C; ++c) {
           vertical_row<cap>(image + c * sc + q0 * sw, sh, sw, p.row_plan, row_pairs, o, 0, q, s.acc.data(),
@@ -789,6 +815,9 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
     pairs = &pair_plans;
   }
 
+  // The output is usually fresh (the one allocation of a processor or patchify call), and the op its first
+  // writer.
+  advise_huge_pages(out);
   FIN_DISPATCH_RESIZE_OUT(out.scalar_type(), [&] {
     auto* y = static_cast<out_t*>(out.mutable_data_ptr());
     torch::stable::parallel_for(0, tasks, grain, [&](int64_t begin, int64_t end) {

@@ -190,7 +190,8 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_resample_plan(int64_t i
 // Element (b, c, i, j) of an image resampled along one axis from `src` (uint8, any strides). Along the
 // resampled axis the element's coordinate plus `plan_begin` picks the plan's output index (a crop starts
 // there), and the plan's input indices minus `tap_offset` are src's (src may be an intermediate that starts
-// at input index tap_offset); along the other axis the coordinate plus `fixed_begin` is src's.
+// at input index tap_offset); along the other axis the coordinate plus `fixed_begin` is src's. Without a
+// plan (neither axis changes size) the pass is the crop's copy, offset the same way.
 struct ResamplePass {
   const uint8_t* src;
   int64_t stride_b, stride_c, stride_row, stride_col;
@@ -200,6 +201,11 @@ struct ResamplePass {
   int32_t tap_extent;  // src's elements along the resampled axis
 
   FIN_HOST_DEVICE uint8_t at(int64_t b, int64_t c, int64_t i, int64_t j) const {
+    if (plan == nullptr) {  // no axis changes size: the crop's element itself (both references copy)
+      const int64_t row = (vertical ? i + plan_begin : i + fixed_begin),
+                    col = (vertical ? j + fixed_begin : j + plan_begin);
+      return src[b * stride_b + c * stride_c + row * stride_row + col * stride_col];
+    }
     const ResampleAxis axis = resample_axis(plan);
     // The glue checks a plan's length, but its contents only on the CPU (reading a device plan back would
     // sync): the clamps keep a plan made for other sizes from reading outside the plan or src.
@@ -252,6 +258,8 @@ struct ResampledSource {
 //   planar:  out [B, C, crop_h, crop_w]
 //   patches: out [B * (crop_h / P) * (crop_w / P), C * T * P * P], Qwen-VL's patch rows of each image, the
 //            one resampled frame repeated T times.
+// An input already at the output size is copied (the crop of it), as both references do: the same op, so
+// that the layout and the affine stay one pass.
 struct ResizePlan {
   int64_t batch, channels, in_h, in_w;
   int64_t out_h, out_w;               // the resampled image (before the crop)

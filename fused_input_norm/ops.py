@@ -283,8 +283,6 @@ def _resize_affine_out_fake(
                     f"{_RESIZE_OP}: {name} must be the contiguous 1-D plan of resample_plan({n_in}, {n_out}) "
                     f"({expected} values), got shape {list(plan.shape)}"
                 )
-    if row_plan is None and col_plan is None:
-        raise ValueError(f"{_RESIZE_OP}: size equals the input's: nothing to resample (use affine_out on a crop view)")
     if len(crop) != 4:
         raise ValueError(f"{_RESIZE_OP}: crop must be (top, left, height, width), got {list(crop)}")
     top, left, h, w = crop

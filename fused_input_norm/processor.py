@@ -101,7 +101,9 @@ class FusedImageProcessor:
     def __call__(self, images: Any, visual_dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
         """Processes one image or a list of them.
 
-        Each image is a PIL.Image (its pixels as they are: Pillow resamples nothing), a uint8 NumPy array or
+        Each image is a PIL.Image (its pixels as they are: Pillow resamples nothing; read in place, without a
+        copy, where Pillow keeps the image in one block of memory, as it does up to its block size), a uint8
+        NumPy array or
         torch tensor ([H, W], or [C, H, W] / [H, W, C] inferred as transformers infers it; a 4-D array is a
         batch), or encoded bytes in any format Pillow opens, meaning exactly the PIL image
         `ImageOps.exif_transpose(Image.open(io.BytesIO(b)))` (the first frame of an animation).

@@ -18,7 +18,6 @@ from torch._subclasses.fake_tensor import is_fake
 
 from . import ops
 from .checks import RESAMPLE_FILTERS, check_ints
-from .geometry import PATCH_CHANNEL_DIM, patch_view
 
 REFERENCES = ("pil", "pil-13", "pil-12.2", "pil-12.1", "torchvision")
 _NEWEST_PIL_RULE = "13"
@@ -137,34 +136,12 @@ def resize_into(
     plans: PlanCache,
     patches: Sequence[int] = (),
 ) -> None:
-    """Writes the resized, cropped, normalized `images` ([B, C, H, W] uint8, any strides) into `out`."""
+    """Writes the resized, cropped, normalized `images` ([B, C, H, W] uint8, any strides) into `out`. An image
+    already at `size` goes through the same op (its crop copied, then normalized and laid out in one pass)."""
     in_h, in_w = images.shape[-2:]
     out_h, out_w = size
-    if (out_h, out_w) == (in_h, in_w):
-        # Nothing to resample: both references copy. The crop and layout are a view for the affine.
-        top, left, h, w = crop
-        view = images[:, :, top : top + h, left : left + w]
-        if patches:
-            temporal, patch, merge = patches
-            rows = out.shape[0] // view.shape[0]
-            for b in range(view.shape[0]):
-                frames = view[b].unsqueeze(0).expand(temporal, -1, -1, -1)
-                pv = patch_view(frames, patch, temporal, merge)
-                _affine_or_copy(out[b * rows : (b + 1) * rows].view(pv.shape), pv, weight, bias, PATCH_CHANNEL_DIM)
-        else:
-            _affine_or_copy(out, view, weight, bias, 1)
-        return
     device = images.device
     row_plan = plans.get(in_h, out_h, resample, reference, device)
     col_plan = plans.get(in_w, out_w, resample, reference, device)
     first = vertical_first(pil_rule(reference), in_h, in_w, out_h, out_w)
     ops.resize_affine_out(out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches)
-
-
-def _affine_or_copy(out: torch.Tensor, view: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, dim: int) -> None:
-    # A uint8 `out` (with weight 1, bias 0: the caller's) holds the bytes themselves: affine_out has no uint8
-    # output, and a copy is what the resize op's uint8 output is when nothing is resampled.
-    if out.dtype == torch.uint8:
-        out.copy_(view)
-    else:
-        ops.affine_out(out, view, weight, bias, dim)

@@ -5,6 +5,7 @@ batch of mixed sizes, from PNG bytes and from JPEG bytes; RGB conversion per inp
 defaults against the classes'; and every kind of bad input.
 """
 
+import gc
 import io
 import json
 
@@ -230,6 +231,43 @@ def test_input_forms_agree(reference):
         other = processor(form)
         assert torch.equal(other["pixel_values"], first["pixel_values"])
         assert torch.equal(other["image_grid_thw"], first["image_grid_thw"])
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("config", ["qwen2-vl", "clip"])
+def test_pil_pixels_read_in_place_give_the_copys_result(config, reference):
+    """Pillow's memory read in place (RGB as RGBX, 4 bytes a pixel) and through np.asarray (a copy, the path
+    of an image Pillow keeps in several blocks: over its block size) give one result, for every path of
+    the kernels: horizontal first, vertical first (a tall photo shrunk in height), no resample (a size
+    Qwen's smart_resize keeps), RGB, RGBA and L, float32 and uint8."""
+    settings = CONFIGS[config] | ({"max_pixels": 100000} if config == "qwen2-vl" else {})
+    processor = FusedImageProcessor.from_preprocessor_config(settings, device="cpu", reference=reference)
+    hwc = photo("chelsea")
+    rgba = np.concatenate([hwc, hwc[:, :, :1]], axis=2)
+    tall = np.ascontiguousarray(np.tile(hwc[:, :240], (4, 1, 1)))  # 1200x240: the height shrinks most
+    sources = [hwc, hwc[:252, :392], tall, rgba, hwc[:, :, 1]]
+    in_place = [Image.fromarray(s) for s in sources]
+    assert intake.pil_to_chw(in_place[0]).stride() == (1, 4 * hwc.shape[1], 4), "RGB not read in place"
+    block_size = Image.core.get_block_size()
+    try:
+        Image.core.set_block_size(1 << 16)  # the same images in several blocks each: np.asarray's copy
+        copied = [Image.fromarray(s) for s in sources]
+    finally:
+        Image.core.set_block_size(block_size)
+    assert intake.pil_to_chw(copied[0]).stride() == (1, 3 * hwc.shape[1], 3), "not the copy path"
+    for visual_dtype in (torch.float32, torch.uint8):
+        got = processor(in_place, visual_dtype)["pixel_values"]
+        assert torch.equal(got, processor(copied, visual_dtype)["pixel_values"]), visual_dtype
+
+
+def test_pil_pixels_read_in_place_outlive_the_image():
+    image = Image.fromarray(photo("coffee"))
+    expected = torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1)
+    pixels = intake.pil_to_chw(image)
+    del image
+    gc.collect()
+    _ = [Image.fromarray(photo("rocket")) for _ in range(4)]  # reuse of freed memory would show
+    assert torch.equal(pixels, expected)
 
 
 @pytest.mark.parametrize("visual_dtype", [torch.bfloat16, torch.float16])

@@ -763,12 +763,6 @@ OP_BAD = [
         r"col_plan must be None: the axis keeps its size 53",
     ),
     (
-        "no-plan-no-resize",
-        op(size=[37, 53], row_plan=None, col_plan=None),
-        ValueError,
-        r"size equals the input's: nothing to resample",
-    ),
-    (
         "row_plan-int64",
         op(row_plan=lambda a: a["row_plan"].long()),
         TypeError,
@@ -1242,8 +1236,6 @@ def test_uint8_patch_rows_are_the_reference_bytes_in_patch_layout(reference, geo
     for name in PHOTOS:
         hwc = photo(name)
         size = smart_resize(*hwc.shape[:2], p * m)
-        if size == hwc.shape[:2]:
-            continue  # nothing to resample: the op refuses, the processor copies (resize_into)
         expected, _ = IDENTITY.patchify(
             reference_resize(reference, hwc, size, "bicubic"),
             torch.float32,
@@ -1271,6 +1263,40 @@ def test_uint8_output_rounds_and_clamps_the_affine():
     as_float = (resampled * weight.double()[:, None, None] + bias.double()[:, None, None]).float()  # exact here
     assert torch.equal(got, as_float.round().clamp(0, 255).to(torch.uint8))
     assert 0 < int((got == 0).sum()) and 0 < int((got == 255).sum())
+
+
+def _qwen_patch_rows(chw: torch.Tensor, temporal: int, patch: int, merge: int) -> torch.Tensor:
+    """transformers' Qwen2-VL patch rows of one still ([C, H, W] repeated `temporal` times), written out as its
+    image processor reshapes them."""
+    channels, height, width = chw.shape
+    gh, gw = height // patch, width // patch
+    frames = chw[None].expand(temporal, -1, -1, -1)
+    x = frames.reshape(1, temporal, channels, gh // merge, merge, patch, gw // merge, merge, patch)
+    x = x.permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
+    return x.reshape(gh * gw, channels * temporal * patch * patch)
+
+
+@pytest.mark.parametrize("layout", ["chw", "hwc-view"])
+def test_no_resample_is_the_crop_copied_in_one_pass(layout):
+    """size == the input's size: both references copy, so the op writes the crop itself (uint8), or its affine
+    (float32, against a float64 formula), planar and as patch rows, from a contiguous or channels-last image."""
+    hwc = photo("chelsea")[:280, :392]  # 280x392: a multiple of 28 both ways, as Qwen's smart_resize keeps it
+    chw = to_chw(hwc) if layout == "chw" else torch.from_numpy(np.ascontiguousarray(hwc)).permute(2, 0, 1)
+    size = tuple(chw.shape[1:])
+    crop = (28, 56, 224, 308)
+    top, left, h, w = crop
+    expected = chw[:, top : top + h, left : left + w]
+    weight, bias = torch.tensor([1.5, -1.0, 0.25]), torch.tensor([-20.0, 260.0, 0.5])
+    for patches in [(), (2, 14, 2)]:
+        got = resize_bytes(chw, size, "bicubic", "pil", patches=patches, crop=crop)
+        want = expected[None] if not patches else _qwen_patch_rows(expected, *patches)
+        assert got.dtype == torch.uint8 and torch.equal(got, want), patches
+        out = torch.full(got.shape, SENTINEL)
+        first = vertical_first(pil_rule("pil"), *size, *size)
+        resize_affine_out(out, chw[None], weight, bias, None, None, size, crop, "bicubic", first, patches)
+        affine = expected.double() * weight.double()[:, None, None] + bias.double()[:, None, None]
+        want = affine[None] if not patches else _qwen_patch_rows(affine, *patches)
+        torch.testing.assert_close(out.double(), want, rtol=0, atol=1e-4)
 
 
 def test_uint8_output_fake_kernel_accepts_it():

@@ -401,3 +401,24 @@ def test_at_least_30_distinct_bad_inputs():
         test_module.test_bad_forward_input.pytestmark[0].args[1]
     )
     assert op_cases + module_cases >= 30
+
+
+@pytest.mark.parametrize(
+    "size", [(40, 36), (97, 60), (14, 90), (61, 83)], ids=["shrink", "grow", "tall-shrink", "kept"]
+)
+def test_padded_pixels_whose_last_padding_lies_past_the_tensor(size):
+    """Interleaved pixels 4 bytes apart with 3 channels (Pillow's RGBX, read in place) where the storage ends at
+    the last pixel's third byte: the resize reads no byte past it (the sanitizer build would report one) and
+    gives the contiguous copy's result, on every pass order and with no pass."""
+    from fused_input_norm import FusedInputNorm
+
+    height, width = 61, 83
+    rgbx = torch.randint(
+        0, 256, (height * width * 4 - 1,), dtype=torch.uint8, generator=torch.Generator().manual_seed(3)
+    )
+    padded = rgbx.as_strided((height, width, 3), (4 * width, 4, 1))
+    norm = FusedInputNorm.identity()
+    for reference in ("pil", "torchvision"):
+        got = norm.resize(padded, torch.float32, size, reference=reference, channel_dim=-1)
+        expected = norm.resize(padded.contiguous(), torch.float32, size, reference=reference, channel_dim=-1)
+        assert torch.equal(got, expected), reference

@@ -188,6 +188,9 @@ def worker(root: str, out_path: str) -> None:
                     "image_grid_thw": torch.stack([item["image_grid_thw"].data for item in items]),
                     "pixel_values": torch.cat([item["pixel_values"].data for item in items]),
                 }
+    from PIL import Image
+
+    results["pillow_block_size"] = Image.core.get_block_size()
     torch.save(results, out_path)
 
 
@@ -261,6 +264,9 @@ def test_log_says_which_processor_serves_images(sides):
     assert any("Qwen3VLForConditionalGeneration" in line for line in served), on["log"]
     assert any("FUSED_INPUT_NORM_VLLM_PROCESSOR=0" in line for line in off["log"]), off["log"]
     assert any("serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
+    # The plugin's Pillow block size: the 12 MP photos decoded after it are one block, read in place.
+    assert on["pillow_block_size"] == 256 << 20 and off["pillow_block_size"] == 16 << 20
+    assert any("block size raised to 256 MiB" in line for line in on["log"]), on["log"]
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 // CPU self-test of the GPU check's host reference (resize_reference.h): the plain two-pass resize, the
 // layouts' index formulas and the expected workspace must equal the kernels' own per-thread code run on the
-// host (both index widths), over sizes, crops, batches, HWC and CHW inputs, both references, both filters
-// and both pass orders; smart_resize must give transformers' sizes. Runs in CI, where the check itself
-// cannot run (no GPU):
+// host (both index widths), over sizes (one kept as it is: no pass), crops, batches, HWC and CHW inputs,
+// both references, both filters and both pass orders; smart_resize must give transformers' sizes. Runs in CI, where the
+// check itself cannot run (no GPU):
 //   g++ -std=c++17 -O2 -pthread -Icsrc -Itests/cuda tests/cuda/reference_selftest.cpp -o selftest && ./selftest
 #include <cstdio>
 #include <random>
@@ -56,7 +56,8 @@ int main() {
                                                                            {2, 130, 97, 84, 56},
                                                                            {1, 45, 170, 56, 56},
                                                                            {1, 200, 140, 168, 140},
-                                                                           {1, 56, 300, 56, 84}}) {
+                                                                           {1, 56, 300, 56, 84},
+                                                                           {2, 112, 140, 112, 140}}) {
     std::vector<uint8_t> data(static_cast<size_t>(B * H * W * 3));
     for (auto& v : data) v = static_cast<uint8_t>(rng() % 7 == 0 ? rng() : 100 + rng() % 50);
     const Image hwc{data.data(), B, 3, H, W, {H * W * 3, 1, W * 3, 3}};

@@ -84,7 +84,6 @@ struct DevicePlan {
 
 std::unique_ptr<DevicePlan> make_plan(const Job& j, bool reference) {
   const Image& in = *j.input;
-  if (j.r.out_h == in.H && j.r.out_w == in.W) throw std::runtime_error("nothing to resample (the op takes the affine)");
   auto d = std::make_unique<DevicePlan>();
   if (reference) {
     d->host = host_resize(in, j.r.out_h, j.r.out_w, j.r.filter, j.r.reference, j.r.vertical_first);
@@ -192,7 +191,7 @@ Outcome run_job(Context& ctx, const Job& j, const uint8_t* din) {
                            (p.two_passes() ? compare_values(ws, emulated_ws, "GPU vs emulated workspace") : "");
     diff += vs.empty() ? "the GPU equals the host emulation of the kernels (the reference differs)" : vs;
   }
-  if (!ctx.dump_dir.empty() && j.identity && diff.empty() && p.batch == 1) {
+  if (!ctx.dump_dir.empty() && j.identity && diff.empty() && p.batch == 1 && p.patch == 0) {  // planar only
     std::vector<uint8_t> u8(got.size());
     for (size_t i = 0; i < got.size(); ++i) u8[i] = static_cast<uint8_t>(fin::to_float(got[i]));
     std::ofstream(ctx.dump_dir + "/" + j.name + ".u8", std::ios::binary)
@@ -297,6 +296,17 @@ void resize_cases(Context& ctx) {
                 {"height only " + base + " -> 728x1920 torchvision bicubic", &in->chw,
                  whole(728, 1920, kBicubic, kTv, false, false), false},
                 *in, true);
+      // No axis changes size (Qwen's smart_resize keeps a 12 MP photo as it is): the crop, copied in the
+      // same kernel, as uint8 and bf16 rows from HWC and as f32 planar from CHW.
+      const ResizeJob kept{1080, 1920, 8, 8, 1064, 1904, kBicubic, kPil, false, true};
+      check_job(ctx, {"rows no resample " + base + " crop 1064x1904", &in->hwc, kept, false}, *in, true);
+      check_job(ctx, {"rows no resample, identity " + base + " crop 1064x1904", &in->hwc, kept, true}, *in, true);
+      check_job(ctx,
+                {"no resample " + base + " crop 1064x1904 planar",
+                 &in->chw,
+                 {1080, 1920, 8, 8, 1064, 1904, kBicubic, kTv, false, false},
+                 false},
+                *in, false);
     }
     if (photo.h == 3024 && photo.w == 4032 && !wide_done) {
       wide_done = true;
@@ -339,6 +349,7 @@ void resize_timing(Context& ctx) {
     std::vector<const Photo*> batch;
     fin::ResampleReference ref;
     bool clip;
+    bool kept = false;  // at its own size (the checkpoint's max_pixels): the copy into rows
   };
   std::vector<Timed> cases;
   for (const int64_t h : {3024, 1080}) {
@@ -357,6 +368,13 @@ void resize_timing(Context& ctx) {
     cases.push_back(
         {"resize clip 224 (crop) of 1920x1080 bf16 NCHW, pil bicubic", {p}, fin::ResampleReference::kPil, true});
   }
+  if (const Photo* p = find(3024)) {
+    cases.push_back({"no resample 4032x3024 qwen rows bf16 (checkpoint max_pixels)",
+                     {p},
+                     fin::ResampleReference::kPil,
+                     false,
+                     true});
+  }
   std::vector<const Photo*> twelve;
   for (const Photo& p : photos)
     if (p.h == 3024 && p.w == 4032) twelve.push_back(&p);
@@ -373,7 +391,7 @@ void resize_timing(Context& ctx) {
     ctx.run("timing", "prepare " + t.name, [&]() -> Outcome {
       in = upload(t.batch);
       const Photo& p = *t.batch[0];
-      const auto [th, tw] = smart_resize(p.h, p.w);
+      const auto [th, tw] = t.kept ? std::pair<int64_t, int64_t>{p.h, p.w} : smart_resize(p.h, p.w);
       const bool vf = t.ref == fin::ResampleReference::kPil && vertical_first(ctx.pil_rule, p.h, p.w, th, tw);
       const ResizeJob r = t.clip
                               ? ResizeJob{224, 398, 0, 87, 224, 224, fin::ResampleFilter::kBicubic, t.ref, false, false}

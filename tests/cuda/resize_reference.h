@@ -95,8 +95,13 @@ inline HostResize host_resize(const Image& in, int64_t out_h, int64_t out_w, fin
   const auto contiguous = [&](const std::vector<uint8_t>& v, int64_t H, int64_t W) {
     return Image{v.data(), in.B, in.C, H, W, {in.C * H * W, H * W, W, 1}};
   };
-  if (r.rows.empty() || r.cols.empty()) {
-    r.resized = host_pass(in, r.rows.empty() ? r.cols : r.rows, !r.rows.empty());  // one pass (never none)
+  if (r.rows.empty() && r.cols.empty()) {  // no pass: the image itself, made contiguous
+    r.resized.resize(static_cast<size_t>(in.B * in.C * in.H * in.W));
+    for (int64_t plane = 0, n = 0; plane < in.B * in.C; ++plane)
+      for (int64_t y = 0; y < in.H; ++y)
+        for (int64_t x = 0; x < in.W; ++x) r.resized[n++] = in.at(plane / in.C, plane % in.C, y, x);
+  } else if (r.rows.empty() || r.cols.empty()) {
+    r.resized = host_pass(in, r.rows.empty() ? r.cols : r.rows, !r.rows.empty());  // one pass
   } else if (vertical_first) {
     r.intermediate = host_pass(in, r.rows, true);
     r.resized = host_pass(contiguous(r.intermediate, out_h, in.W), r.cols, false);
