@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "affine.h"
@@ -778,6 +779,80 @@ void cut_patch_rows(const out_t* conv, int64_t width, int64_t C, int64_t P, int6
   }
 }
 
+#if defined(FIN_X86)
+// cut_patch_rows for bfloat16 output straight from the uint8 band (P = 14 or 16): each P-pixel run loaded
+// once, converted, one FMA (as affine_on: a single rounding), rounded to bfloat16 as from_float does (to
+// nearest even, NaN -> 0x7FC0), stored, and the frame copied. The band must have 16 readable bytes past every
+// run's start (the caller pads it).
+FIN_TARGET_AVX512_MADD void cut_patch_rows_bf16_avx512(const uint8_t* band, int64_t width, int64_t C, int64_t P,
+                                                       int64_t m, int64_t T, const float* weight, const float* bias,
+                                                       uint16_t* out) {
+  const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P;
+  const __mmask16 keep = static_cast<__mmask16>((1u << P) - 1);
+  const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), nan = _mm512_set1_epi32(0x7FC0);
+  for (int64_t gx = 0; gx < gw; ++gx) {
+    for (int64_t my = 0; my < m; ++my) {
+      for (int64_t mx = 0; mx < m; ++mx) {
+        const uint8_t* from = band + my * P * width + gx * factor + mx * P;
+        for (int64_t c = 0; c < C; ++c) {
+          const __m512 wv = _mm512_set1_ps(weight[c]), bv = _mm512_set1_ps(bias[c]);
+          for (int64_t py = 0; py < P; ++py) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + c * plane + py * width));
+            const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), wv, bv);
+            const __m512i u = _mm512_castps_si512(f);
+            __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
+            r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
+            _mm256_mask_storeu_epi16(out + py * P, keep, _mm512_cvtepi32_epi16(r));
+          }
+          for (int64_t t = 1; t < T; ++t) std::memcpy(out + t * block, out, static_cast<size_t>(block) * 2);
+          out += T * block;
+        }
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2,fma"))) void cut_patch_rows_bf16_avx2(const uint8_t* band, int64_t width, int64_t C,
+                                                                  int64_t P, int64_t m, int64_t T, const float* weight,
+                                                                  const float* bias, uint16_t* out) {
+  const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P;
+  const __m256i half = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1), nan = _mm256_set1_epi32(0x7FC0);
+  for (int64_t gx = 0; gx < gw; ++gx) {
+    for (int64_t my = 0; my < m; ++my) {
+      for (int64_t mx = 0; mx < m; ++mx) {
+        const uint8_t* from = band + my * P * width + gx * factor + mx * P;
+        for (int64_t c = 0; c < C; ++c) {
+          const __m256 wv = _mm256_set1_ps(weight[c]), bv = _mm256_set1_ps(bias[c]);
+          for (int64_t py = 0; py < P; ++py) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + c * plane + py * width));
+            __m256i r[2];
+            for (int k = 0; k < 2; ++k) {
+              const __m256i x = _mm256_cvtepu8_epi32(k == 0 ? v : _mm_srli_si128(v, 8));
+              const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), wv, bv);
+              const __m256i u = _mm256_castps_si256(f);
+              const __m256i rounded = _mm256_srli_epi32(
+                  _mm256_add_epi32(_mm256_add_epi32(u, half), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)), 16);
+              r[k] = _mm256_blendv_epi8(rounded, nan, _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
+            }
+            const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), 0xD8);
+            uint16_t* to = out + py * P;
+            if (py + 1 < P) {  // the 16 - P values past the run are the next run's, written next
+              _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), h);
+            } else {
+              alignas(32) uint16_t tmp[16];
+              _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
+              std::memcpy(to, tmp, static_cast<size_t>(P) * 2);
+            }
+          }
+          for (int64_t t = 1; t < T; ++t) std::memcpy(out + t * block, out, static_cast<size_t>(block) * 2);
+          out += T * block;
+        }
+      }
+    }
+  }
+}
+#endif
+
 void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                     const ResizePlan& p) {
   const auto* in = static_cast<const uint8_t*>(input.const_data_ptr());
@@ -825,12 +900,28 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
         const int64_t image = task / bands, band = task % bands;
         const int64_t y0 = band * band_rows, y1 = std::min(h, y0 + band_rows), rows = y1 - y0;
         std::vector<uint8_t>& buffer = scratch.band;
-        buffer.resize(static_cast<size_t>(C * rows * width));
+        buffer.resize(static_cast<size_t>(C * rows * width + 16));  // + 16: cut_patch_rows_bf16_*'s loads
         const uint8_t* src = buffer.data();
         // The band, resampled, is the source of the affine's own strided walker (affine_cpu_kernels.h).
         with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
           resample_band<cap>(p, pairs, call, in, image, y0, y1, buffer.data());
-          if (patches && rows == band_rows) {
+          bool cut = false;
+#if defined(FIN_X86)
+          if constexpr (std::is_same_v<out_t, bfloat16_bits> &&
+                        (cap == CpuCapability::kAvx512 || cap == CpuCapability::kAvx2)) {
+            if (patches && rows == band_rows && (p.patch == 14 || p.patch == 16)) {
+              auto* to = reinterpret_cast<uint16_t*>(y + (image * bands + band) * band_numel);
+              if constexpr (cap == CpuCapability::kAvx512) {
+                cut_patch_rows_bf16_avx512(src, width, C, p.patch, p.merge, p.temporal, w, b, to);
+              } else {
+                cut_patch_rows_bf16_avx2(src, width, C, p.patch, p.merge, p.temporal, w, b, to);
+              }
+              cut = true;
+            }
+          }
+#endif
+          if (cut) {
+          } else if (patches && rows == band_rows) {
             // Each channel's band rows converted once, contiguously (the affine's vector loop over whole
             // rows), then cut into patch rows: P-element runs copied, each frame after the first a copy of the
             // first's P x P block.

@@ -1227,6 +1227,23 @@ def test_uint8_output_is_the_reference_bytes(reference, resample, case):
         assert got.dtype == torch.uint8 and differing(got[0], expected) == 0, f"{name} {case}"
 
 
+@pytest.mark.parametrize("patch", [14, 16], ids=["qwen2-vl", "qwen3-vl"])
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_resized_patch_rows_in_each_dtype_are_the_float32_rows_rounded(reference, patch):
+    """The patch rows of a resize (the CPU writes bfloat16 ones straight from the resampled band on x86) are
+    the float32 rows rounded, in each output dtype, for both layouts of the input and odd sizes."""
+    norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
+    for name, rows, cols in (("astronaut", 512, 512), ("coffee", 400, 600), ("rocket", 427, 333)):
+        hwc = photo(name)[:rows, :cols]
+        for x, channel_dim in ((to_chw(hwc), -3), (torch.from_numpy(np.ascontiguousarray(hwc)), -1)):
+            kwargs = {"patch_size": patch, "reference": reference, "channel_dim": channel_dim, "max_pixels": 300_000}
+            want, grid = norm.patchify(x, torch.float32, **kwargs)
+            for dtype in (torch.bfloat16, torch.float16):
+                got, got_grid = norm.patchify(x, dtype, **kwargs)
+                assert torch.equal(got_grid, grid)
+                assert torch.equal(got, want.to(dtype)), f"{name} {channel_dim} {dtype}: not the float32 rows rounded"
+
+
 @pytest.mark.parametrize("geometry", [(2, 14, 2), (2, 16, 2)], ids=["qwen2-vl", "qwen3-vl"])
 @pytest.mark.parametrize("reference", REFERENCES)
 def test_uint8_patch_rows_are_the_reference_bytes_in_patch_layout(reference, geometry):
