@@ -242,6 +242,33 @@ def test_random_sizes_bit_exact(top, left, in_h, in_w, out_h, out_w, resample):
         assert_exact(got, pixels, f"{in_h}x{in_w} -> {out_h}x{out_w} {resample} {reference}")
 
 
+@settings(max_examples=30, deadline=None, derandomize=True, print_blob=True)
+@given(
+    top=st.integers(0, 100),
+    left=st.integers(0, 100),
+    in_h=st.integers(1, 300),
+    in_w=st.integers(1, 500),
+    out_h=st.integers(1, 300),
+    out_w=st.integers(1, 700),
+    resample=st.sampled_from(RESAMPLES),
+)
+@example(top=0, left=0, in_h=300, in_w=500, out_h=67, out_w=97, resample="bicubic")  # many taps per output
+@example(top=3, left=1, in_h=290, in_w=497, out_h=131, out_w=451, resample="bicubic")  # widths past 64 and odd
+@example(top=0, left=0, in_h=2, in_w=500, out_h=1, out_w=1, resample="bilinear")  # one output, 500 taps
+def test_random_sizes_bit_exact_channels_last(top, left, in_h, in_w, out_h, out_w, resample):
+    """Interleaved (HWC) input and wider images than the test above: the SIMD passes' 16-row blocks, their
+    32- and 64-byte transposes and vector tails, odd widths, Pillow's split 22-bit coefficients and tap counts
+    in the hundreds, against the references themselves."""
+    hwc = np.ascontiguousarray(photo("astronaut")[top : top + in_h, left : left + in_w])
+    chw, size = to_chw(hwc), (out_h, out_w)
+    expected = {"pil": pillow_resize(hwc, size, resample), "torchvision": torchvision_resize(chw, size, resample)}
+    for reference, pixels in expected.items():
+        got = IDENTITY.resize(
+            torch.from_numpy(hwc), torch.float32, size, resample=resample, reference=reference, channel_dim=-1
+        )
+        assert_exact(got, pixels, f"HWC {in_h}x{in_w} -> {out_h}x{out_w} {resample} {reference}")
+
+
 # ----- layouts, batches, views, crops, channel counts -----
 
 
@@ -1211,6 +1238,23 @@ def test_uint8_output_is_the_reference_bytes(reference, resample, case):
         got = resize_bytes(to_chw(hwc), size, resample, reference)
         expected = reference_resize(reference, hwc, size, resample)
         assert got.dtype == torch.uint8 and differing(got[0], expected) == 0, f"{name} {case}"
+
+
+@pytest.mark.parametrize("patch", [14, 16], ids=["qwen2-vl", "qwen3-vl"])
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_resized_patch_rows_in_each_dtype_are_the_float32_rows_rounded(reference, patch):
+    """The patch rows of a resize (the CPU writes bfloat16 ones straight from the resampled band on x86) are
+    the float32 rows rounded, in each output dtype, for both layouts of the input and odd sizes."""
+    norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
+    for name, rows, cols in (("astronaut", 512, 512), ("coffee", 400, 600), ("rocket", 427, 333)):
+        hwc = photo(name)[:rows, :cols]
+        for x, channel_dim in ((to_chw(hwc), -3), (torch.from_numpy(np.ascontiguousarray(hwc)), -1)):
+            kwargs = {"patch_size": patch, "reference": reference, "channel_dim": channel_dim, "max_pixels": 300_000}
+            want, grid = norm.patchify(x, torch.float32, **kwargs)
+            for dtype in (torch.bfloat16, torch.float16):
+                got, got_grid = norm.patchify(x, dtype, **kwargs)
+                assert torch.equal(got_grid, grid)
+                assert torch.equal(got, want.to(dtype)), f"{name} {channel_dim} {dtype}: not the float32 rows rounded"
 
 
 @pytest.mark.parametrize("geometry", [(2, 14, 2), (2, 16, 2)], ids=["qwen2-vl", "qwen3-vl"])
