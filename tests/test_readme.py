@@ -3,6 +3,7 @@
 The indented shell blocks (setup, build, CMake, benchmark commands) are not run here: they build or time
 things, and CI runs the same commands through scripts/."""
 
+import importlib.util
 import pathlib
 import re
 import subprocess
@@ -27,5 +28,7 @@ def test_readme_has_python_blocks():
 
 @pytest.mark.parametrize("line,code", python_blocks(), ids=lambda v: f"line{v}" if isinstance(v, int) else "")
 def test_block_runs(line, code, tmp_path):
+    if "VideoProcessor(" in code and importlib.util.find_spec("torchvision") is None:
+        pytest.skip("transformers' video processors (the block's reference) need torchvision, not installed here")
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"README.md:{line} failed:\n{result.stderr[-3000:]}"
