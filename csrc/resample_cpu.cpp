@@ -34,6 +34,9 @@ constexpr int64_t kSerialWork = 1 << 19;
 // Interleaved pixels up to this many bytes apart (RGBA, or Pillow's RGBX memory read in place: 4 bytes for 3
 // channels) take the interleaved paths; wider ones the per-channel ones.
 constexpr int64_t kMaxPixelStep = 4;
+inline bool interleaved_pixels(int64_t channel_stride, int64_t pixel_step, int64_t channels) {
+  return channel_stride == 1 && pixel_step >= channels && pixel_step <= kMaxPixelStep;
+}
 
 // out[x] for x in [0, count): output index plan_begin + x of one row, from `row` whose taps are `step`
 // elements apart and whose element 0 is input index tap_offset.
@@ -436,7 +439,7 @@ FIN_CPU_KERNEL void horizontal_pass(const uint8_t* src, int64_t src_plane, int64
                                     const PairPlan* pairs, int64_t plan_begin, int64_t count, uint8_t* out,
                                     int64_t out_plane, int64_t out_row) {
 #if defined(FIN_RESAMPLE_ROWS16)
-  const bool interleaved = src_plane == 1 && step >= channels && step <= kMaxPixelStep;
+  const bool interleaved = interleaved_pixels(src_plane, step, channels);
   if (interleaved || step == 1) {
     const ResampleAxis axis = resample_axis(plan);
     const int64_t last = plan_begin + count - 1;
@@ -660,7 +663,7 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
     const uint8_t* first = image + (p.top + y0) * sh + p.left * sw;
     for (int64_t y = 0; y < rows; ++y) {
       const uint8_t* row = first + y * sh;
-      if (sc == 1 && sw >= C && sw <= kMaxPixelStep) {
+      if (interleaved_pixels(sc, sw, C)) {
         split_channels(row, C, sw, w, band + y * w, rows * w);
       } else {
         for (int64_t c = 0; c < C; ++c) {
@@ -728,7 +731,7 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
       s.first.resize(static_cast<size_t>(C * rows * q));
       planes = s.first.data();
     }
-    const bool interleaved = sc == 1 && sw >= C && sw <= kMaxPixelStep;
+    const bool interleaved = interleaved_pixels(sc, sw, C);
     s.acc.resize(static_cast<size_t>(q * std::max(C, sw)));
     s.row.resize(static_cast<size_t>(q * std::max(C, sw)));
     for (int64_t y = 0; y < rows; ++y) {
