@@ -21,11 +21,21 @@ import torch
 from . import config as configs
 from .checks import check_visual_dtype
 from .geometry import smart_resize, smart_resize_clip
-from .images import from_numpy, is_pil
 from .module import FusedInputNorm
 from .resize import PlanCache, check_reference, resize_into
+from .videos import (
+    DECODERS,
+    WHERE,
+    EncodedVideo,
+    as_video_list,
+    clip_frames,
+    is_encoded,
+    metadata_list,
+    total_and_fps,
+    video_name,
+)
 
-_WHERE = "FusedVideoProcessor"
+_WHERE = WHERE
 VideoSettings = configs.VideoSettings
 
 # What a call may override: transformers' VideosKwargs that change the result, and the Qwen classes' own.
@@ -55,11 +65,6 @@ CALL_KEYS = {"qwen2_vl": _COMMON_KEYS | {"min_pixels", "max_pixels"}, "qwen3_vl"
 _NONE_KEYS = ("fps", "num_frames", "cap_pixels_per_frame")
 
 
-def video_name(i: int, count: int) -> str:
-    """How an error names the i-th of `count` videos: as the user's argument."""
-    return f"videos[{i}]" if count > 1 else "videos"
-
-
 @dataclasses.dataclass(frozen=True)
 class _Clip:
     """One clip of a call, read and sampled: its frames, its resized size and where it goes."""
@@ -78,13 +83,22 @@ class FusedVideoProcessor:
     """
 
     def __init__(
-        self, config: Mapping, settings: VideoSettings, norm: FusedInputNorm, device: torch.device, reference: str
+        self,
+        config: Mapping,
+        settings: VideoSettings,
+        norm: FusedInputNorm,
+        device: torch.device,
+        reference: str,
+        decoder: str = "exact",
     ):
         self.config = dict(config)
         self.settings = settings
         self.norm = norm
         self.device = device
         self.reference = reference
+        self.decoder = decoder
+        # Where encoded videos are decoded: FFmpeg on the CPU (transformers' frames), or NVDEC when asked for.
+        self._decode_device = device if decoder == "nvdec" else torch.device("cpu")
         self._plans = PlanCache()
         self._bytes = FusedInputNorm.identity(norm.channel)  # uint8 output: weight 1, bias 0
 
@@ -95,6 +109,7 @@ class FusedVideoProcessor:
         *,
         device: torch.device | str | None = None,
         reference: str = "torchvision",
+        decoder: str = "exact",
     ) -> "FusedVideoProcessor":
         """Reads a model's video processor config: a model directory (processor_config.json's nested
         "video_processor", else video_preprocessor_config.json, else preprocessor_config.json, as
@@ -105,16 +120,24 @@ class FusedVideoProcessor:
         `device`: where the videos are processed (default: CUDA if available, else the CPU).
         `reference`: whose resize to reproduce bit for bit: "torchvision" (the default: transformers' video
         processors resize with torchvision's uint8 kernel) or a Pillow one ("pil", "pil-13", ...).
+        `decoder`: how encoded videos (paths, bytes) are decoded: "exact" (the default: torchcodec's FFmpeg decode
+        on the CPU, the frames transformers decodes) or "nvdec" (torchcodec on the processor's CUDA device:
+        only the encoded bytes cross PCIe, but NVDEC's colour conversion is its own, so its frames may differ).
         """
         check_reference(_WHERE, reference)
+        if decoder not in DECODERS:
+            raise ValueError(f"{_WHERE}: decoder must be one of {', '.join(map(repr, DECODERS))}, got {decoder!r}")
         raw = configs.read_video(config, _WHERE)
         settings = configs.resolve_video(raw, _WHERE)
         device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
-        return cls(raw, settings, _norm(settings, device), device, reference)
+        if decoder == "nvdec" and device.type != "cuda":
+            raise ValueError(f"{_WHERE}: decoder='nvdec' decodes on a CUDA device; the processor's device is {device}")
+        return cls(raw, settings, _norm(settings, device), device, reference, decoder)
 
     def __repr__(self) -> str:
         return (
             f"FusedVideoProcessor({self.settings.kind}, device={str(self.device)!r}, reference={self.reference!r}, "
+            f"decoder={self.decoder!r}, "
             f"{self.settings}, {self.norm.extra_repr()})"
         )
 
@@ -129,10 +152,12 @@ class FusedVideoProcessor:
         """Processes one video or a list of them.
 
         A video is a uint8 array or tensor [T, H, W, C] or [T, C, H, W] (inferred as transformers infers it:
-        C 1 or 3), or a list of frames (PIL images in RGB or L, or uint8 [H, W, C] arrays / tensors); a 5-D
-        array is a batch of videos, and a list of videos may mix sizes. Gray is repeated to RGB
-        (do_convert_rgb). `video_metadata`: one mapping per video (transformers' VideoMetadata or a dict with
-        total_num_frames and fps), for do_sample_frames. `overrides`: any key the transformers class takes
+        C 1 or 3), a list of frames (PIL images in RGB or L, or uint8 [H, W, C] arrays / tensors), or a path or
+        the bytes of a video file (MP4, WebM, ...: decoded as transformers decodes a path, only the frames sampling
+        picks); a 5-D array is a batch of videos, and a list of videos may mix sizes and forms. Gray is repeated to
+        RGB (do_convert_rgb). `video_metadata`: one mapping per decoded video (transformers' VideoMetadata or a
+        dict with total_num_frames and fps), for do_sample_frames; an encoded video's come from its stream, as
+        in transformers. `overrides`: any key the transformers class takes
         per call (size, fps, num_frames, do_sample_frames, do_normalize, ...).
 
         Returns {"pixel_values_videos": [N, C * T * P * P] in `visual_dtype` on the processor's device,
@@ -209,22 +234,40 @@ class FusedVideoProcessor:
     def _read(self, videos: Any, metadata: Any, settings: VideoSettings) -> list[_Clip]:
         items = as_video_list(videos)
         count = len(items)
-        metas = _metadata_list(metadata, count)
+        metas = metadata_list(metadata, count)
         clips = []
         for i, item in enumerate(items):
             name = video_name(i, count)
+            if is_encoded(item):
+                clips.append(self._read_encoded(item, name, settings))
+                continue
             frames = clip_frames(item, name, settings.do_convert_rgb, self.norm.channel)
             if settings.do_sample_frames:
-                total, fps = _total_and_fps(metas[i], frames.shape[0], name)
+                total, fps = total_and_fps(metas[i], frames.shape[0], name)
                 indices = self._sample(total, fps, settings, name)
                 _check_indices(indices, frames.shape[0], name)
             else:
                 indices = list(range(frames.shape[0]))
-            size = self._size(len(indices), *frames.shape[-2:], settings, name)
-            temporal = settings.temporal_patch_size
-            grid = (-(-len(indices) // temporal), size[0] // settings.patch_size, size[1] // settings.patch_size)
-            clips.append(_Clip(frames, indices, size, grid))
+            clips.append(self._clip(frames, indices, settings, name))
         return clips
+
+    def _read_encoded(self, item: Any, name: str, settings: VideoSettings) -> _Clip:
+        """A video file: the frames sampling picks (from the stream's frame count and fps), and only those,
+        decoded."""
+        video = EncodedVideo(item, name, self._decode_device)
+        if settings.do_sample_frames:
+            indices = self._sample(video.total, video.fps, settings, name)
+            _check_indices(indices, video.total, name)
+        else:
+            indices = list(range(video.total))
+        frames = clip_frames(video.frames(indices), name, settings.do_convert_rgb, self.norm.channel)
+        return self._clip(frames, list(range(len(indices))), settings, name)
+
+    def _clip(self, frames: torch.Tensor, indices: list[int], settings: VideoSettings, name: str) -> _Clip:
+        size = self._size(len(indices), *frames.shape[-2:], settings, name)
+        temporal = settings.temporal_patch_size
+        grid = (-(-len(indices) // temporal), size[0] // settings.patch_size, size[1] // settings.patch_size)
+        return _Clip(frames, indices, size, grid)
 
     def _sample(self, total: int, video_fps: float | None, s: VideoSettings, name: str) -> list[int]:
         """The frame indices transformers' sample_frames picks (Qwen2VLVideoProcessor's or Qwen3VL's)."""
@@ -304,165 +347,6 @@ class FusedVideoProcessor:
 def _norm(settings: VideoSettings, device: torch.device) -> FusedInputNorm:
     n = settings.normalization
     return FusedInputNorm(n.image_mean, n.image_std, n.rescale_factor, n.channel).to(device)
-
-
-# ---- intake: what a user hands a video processor, as uint8 [F, C, H, W] ----
-
-
-def _is_array(item: Any) -> bool:
-    return isinstance(item, torch.Tensor) or (type(item).__module__ == "numpy" and hasattr(item, "ndim"))
-
-
-def _is_frame(item: Any) -> bool:
-    return is_pil(item) or (_is_array(item) and item.ndim == 3)
-
-
-def as_video_list(videos: Any) -> list:
-    """A flat list of videos, as transformers' make_batched_videos makes one: a 5-D batch, a 4-D video, a list
-    of frames (one video), a list of videos or of lists of frames (nested lists flattened), one frame."""
-    if _is_array(videos):
-        if videos.ndim == 5:
-            return list(videos)
-        if videos.ndim == 4:
-            return [videos]
-        if videos.ndim == 3:  # one frame
-            return [videos[None]]
-        raise ValueError(
-            f"{_WHERE}: videos must be a video [T, H, W, C] / [T, C, H, W], a batch of them or a list; got an "
-            f"array of shape {tuple(videos.shape)}"
-        )
-    if is_pil(videos):
-        return [[videos]]
-    if not isinstance(videos, list | tuple):
-        raise TypeError(
-            f"{_WHERE}: videos is a {type(videos).__name__}; expected a uint8 array or tensor [T, H, W, C], a list "
-            f"of frames (PIL images or arrays), or a list of videos"
-        )
-    if not videos:
-        raise ValueError(f"{_WHERE}: videos holds no video")
-    if all(_is_frame(item) for item in videos):
-        return [list(videos)]
-    flat = []
-    for item in videos:
-        if isinstance(item, list | tuple) and item and not all(_is_frame(f) for f in item):
-            flat.extend(as_video_list(item))
-        else:
-            flat.append(item)
-    return flat
-
-
-def clip_frames(item: Any, name: str, convert_rgb: bool, channel: int) -> torch.Tensor:
-    """One video as uint8 [F, C, H, W] (a view of an array or tensor; PIL frames stacked), C 1 or 3 with
-    do_convert_rgb (else `channel`); anything else refused, naming the video."""
-    if isinstance(item, list | tuple):
-        item = _stack_frames(item, name)
-    elif not _is_array(item):
-        raise TypeError(
-            f"{_WHERE}: {name} is a {type(item).__name__}; expected a uint8 video [T, H, W, C] or a list of frames"
-        )
-    if type(item).__module__ == "numpy":
-        import numpy as np
-
-        if item.dtype != np.uint8:
-            raise TypeError(f"{_WHERE}: {name} must be uint8 frames, got a NumPy array of {item.dtype}")
-        item = from_numpy(np.ascontiguousarray(item) if item.strides and min(item.strides) < 0 else item)
-    if item.dtype != torch.uint8:
-        raise TypeError(f"{_WHERE}: {name} must be uint8 frames, got a tensor of {item.dtype}")
-    if item.dim() != 4:
-        raise ValueError(f"{_WHERE}: {name} must be [T, H, W, C] or [T, C, H, W], got shape {tuple(item.shape)}")
-    # transformers' infer_channel_dimension_format for a video: C (1 or 3) first if it fits, else last.
-    if item.shape[1] in (1, 3):
-        frames = item
-    elif item.shape[3] in (1, 3):
-        frames = item.permute(0, 3, 1, 2)
-    else:
-        raise ValueError(
-            f"{_WHERE}: {name} of shape {tuple(item.shape)} has no channel axis of 1 (gray) or 3 (RGB) channels, "
-            f"second or last (transformers' video processors infer no other)"
-        )
-    count, channels, height, width = frames.shape
-    if count < 1:
-        raise ValueError(f"{_WHERE}: {name} is an empty clip (shape {tuple(item.shape)})")
-    if height < 1 or width < 1:
-        raise ValueError(f"{_WHERE}: {name} has empty frames (shape {tuple(item.shape)})")
-    if not convert_rgb and channels != channel:
-        raise ValueError(
-            f"{_WHERE}: {name} has {channels} channels (shape {tuple(item.shape)}), expected {channel} "
-            f"(do_convert_rgb is off)"
-        )
-    return frames
-
-
-def _stack_frames(frames: list | tuple, name: str) -> torch.Tensor:
-    """A list of frames (PIL images in RGB or L, or uint8 [H, W, C] / [C, H, W] arrays and tensors, all of one
-    size) as one [F, H, W, C] or [F, C, H, W] tensor (a copy: the frames are separate buffers)."""
-    if not frames:
-        raise ValueError(f"{_WHERE}: {name} is an empty clip (a list of no frames)")
-    arrays = []
-    for j, frame in enumerate(frames):
-        if is_pil(frame):
-            if frame.mode not in ("RGB", "L"):
-                raise ValueError(
-                    f"{_WHERE}: {name} frame {j} is a PIL image in mode {frame.mode!r}; video frames must be RGB or L"
-                )
-            import numpy as np
-
-            array = np.asarray(frame)
-            frame = from_numpy(array if array.ndim == 3 else array[:, :, None])
-        elif _is_array(frame) and frame.ndim == 3:
-            if type(frame).__module__ == "numpy":
-                import numpy as np
-
-                if frame.dtype != np.uint8:
-                    raise TypeError(f"{_WHERE}: {name} frame {j} must be uint8, got a NumPy array of {frame.dtype}")
-                frame = from_numpy(frame)
-        else:
-            raise TypeError(
-                f"{_WHERE}: {name} frame {j} is a {type(frame).__name__}"
-                + (f" of shape {tuple(frame.shape)}" if _is_array(frame) else "")
-                + "; expected a PIL image or a uint8 [H, W, C] array"
-            )
-        if frame.dtype != torch.uint8:
-            raise TypeError(f"{_WHERE}: {name} frame {j} must be uint8, got a tensor of {frame.dtype}")
-        if arrays and frame.shape != arrays[0].shape:
-            raise ValueError(
-                f"{_WHERE}: {name}: frame {j} has shape {tuple(frame.shape)}, frame 0 {tuple(arrays[0].shape)}; the "
-                f"frames of a clip must have one size"
-            )
-        arrays.append(frame)
-    return torch.stack(arrays)
-
-
-def _metadata_list(metadata: Any, count: int) -> list[Mapping | None]:
-    """One metadata mapping (or None) per video, as transformers' make_batched_metadata pairs them."""
-    if metadata is None:
-        return [None] * count
-    if isinstance(metadata, Mapping):
-        metadata = [metadata]
-    elif isinstance(metadata, list | tuple):
-        metadata = [m for item in metadata for m in (item if isinstance(item, list | tuple) else [item])]
-    else:
-        raise TypeError(
-            f"{_WHERE}: video_metadata must be a mapping (VideoMetadata or dict) or a list of them, got "
-            f"{type(metadata).__name__}"
-        )
-    if len(metadata) != count:
-        raise ValueError(f"{_WHERE}: {count} videos but {len(metadata)} video_metadata entries; pass one per video")
-    for i, m in enumerate(metadata):
-        if not isinstance(m, Mapping):
-            raise TypeError(f"{_WHERE}: video_metadata[{i}] must be a mapping, got {type(m).__name__}")
-    return metadata
-
-
-def _total_and_fps(metadata: Mapping | None, frames: int, name: str) -> tuple[int, float | None]:
-    if metadata is None:
-        return frames, None
-    total, fps = metadata.get("total_num_frames"), metadata.get("fps")
-    if not isinstance(total, int) or isinstance(total, bool) or total < 1:
-        raise ValueError(f"{_WHERE}: {name}'s video_metadata needs total_num_frames >= 1, got {total!r}")
-    if fps is not None and not fps > 0:
-        raise ValueError(f"{_WHERE}: {name}'s video_metadata fps must be > 0 or None, got {fps!r}")
-    return total, fps
 
 
 def _check_indices(indices: list[int], count: int, name: str) -> None:

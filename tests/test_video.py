@@ -302,7 +302,8 @@ BAD = [
         ValueError,
         r"videos\[1\]: frame 3 has shape \(100, 100, 3\), frame 0 \(200, 300, 3\)",
     ),
-    ("not-a-video", lambda: "clip.mp4", TypeError, r"videos is a str"),
+    ("not-a-video", lambda: 3.5, TypeError, r"videos is a float"),
+    ("no-such-file", lambda: "no/such/clip.mp4", FileNotFoundError, r"videos: no video file at 'no/such/clip.mp4'"),
     ("not-a-video-in-list", lambda: [clip(5), {"frames": 3}], TypeError, r"videos\[1\] is a dict"),
     (
         "rgba-frames",
