@@ -30,6 +30,20 @@ if [ ! -x "$VENV/bin/python" ]; then
 else
   fresh=0
 fi
+# torchcodec (encoded videos) loads FFmpeg's shared libraries (major versions 4-8) at run time, which pip does
+# not install. As root with apt-get (Debian, Ubuntu), the ffmpeg package brings them (~15 s here); otherwise say
+# so: without them encoded videos are refused, named, and their tests skip.
+if [[ " $EXTRAS " == *" torchcodec"* ]] && ! ldconfig -p 2> /dev/null | grep -q 'libavcodec\.so\.'; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    step "installing FFmpeg's libraries for torchcodec (apt-get install ffmpeg; 15-60 s)"
+    apt-get update -qq > /dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ffmpeg > /dev/null
+    took "FFmpeg's libraries installed"
+  else
+    echo "setup_env: torchcodec needs FFmpeg's libraries (sudo apt-get install ffmpeg, or conda install ffmpeg);" \
+      "without them encoded videos are refused and their tests skip"
+  fi
+fi
 packages=("$TORCH_SPEC" numpy setuptools wheel ninja $EXTRAS)
 if [ "$fresh" = 1 ] || ! "$VENV/bin/python" -c "import torch" 2> /dev/null; then
   step "installing ${packages[*]} into $VENV (pip -q: silent until done, 1-2 min in a new venv on 2 cores;" \

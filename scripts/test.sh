@@ -3,10 +3,11 @@
 # knobs) and runs pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# Test-only: transformers (+ torchvision, its default image backend, matched to torch) and scikit-image's
-# real photos for the processor parity tests.
+# Test-only: transformers (+ torchvision, its default image backend, and torchcodec, its video decoder, matched
+# to torch) and scikit-image's real photos for the processor parity tests.
 case "${TORCH_SPEC:-torch==2.14.1}" in
-  torch==2.14.1) torchvision=torchvision==0.29.1 ;;
+  # torchcodec decodes encoded videos, as transformers' video processors do (FFmpeg's libraries: setup_env.sh)
+  torch==2.14.1) torchvision="torchvision==0.29.1 torchcodec==0.17.0" ;;
   # None for other torch versions: PyPI's torchvision wheels are CUDA builds (0.28.0, torch 2.13's, fails to
   # import beside the CPU-only torch 2.13.0+cpu); transformers uses its PIL backend instead.
   *) torchvision="" ;;
