@@ -513,6 +513,11 @@ def test_compile_subprocess_runs_this_package_as_a_module(monkeypatch, tmp_path)
 
 VIDEO_TINY = video_suite.VideoCase("video tiny", (5, 60, 80), "qwen2vl")
 VIDEO_TINY3 = video_suite.VideoCase("video tiny qwen3", (4, 64, 96), "qwen3vl")
+# With torchcodec, the suite also times the clip from an MP4 (decode included).
+MP4 = video_suite.mp4_unavailable() is None
+VIDEO_METHODS = [video_suite.FUSED, video_suite.FUSED_U8, video_suite.PROC, video_suite.PROC_U8] + (
+    [video_suite.FUSED_MP4, video_suite.PROC_MP4] if MP4 else []
+)
 needs_video_deps = pytest.mark.skipif(
     bool(video_suite.missing_video_dependencies()),
     reason=f"the video cases need {', '.join(video_suite.missing_video_dependencies())}",
@@ -535,12 +540,20 @@ def test_video_case_names_and_targets():
 def test_video_methods_and_check(case, monkeypatch):
     inp = video_suite.make_video_inputs(case)
     assert inp.clip.shape == (*case.clip, 3) and inp.clip.dtype == torch.uint8
-    assert list(inp.methods) == [video_suite.FUSED, video_suite.FUSED_U8, video_suite.PROC, video_suite.PROC_U8]
+    assert list(inp.methods) == VIDEO_METHODS
     outputs = {name: fn() for name, fn in inp.methods.items()}
     assert outputs[video_suite.FUSED].shape == outputs[video_suite.PROC].shape
     assert outputs[video_suite.FUSED_U8].dtype == outputs[video_suite.PROC_U8].dtype == torch.uint8
     checked = video_suite.check_video(case, inp)
     assert checked["float32 max |diff|"] <= 1e-6 and checked["uint8 max |diff|"] == 0
+    if MP4:
+        assert checked["mp4 float32 max |diff|"] <= 1e-6
+        assert outputs[video_suite.FUSED_MP4].shape == outputs[video_suite.PROC_MP4].shape
+        real_mp4 = inp.methods[video_suite.FUSED_MP4]
+        monkeypatch.setitem(inp.methods, video_suite.FUSED_MP4, lambda: real_mp4() + 1 / 255 / 0.27)
+        with pytest.raises(AssertionError, match="from the MP4, FusedVideoProcessor differs"):
+            video_suite.check_video(case, inp)
+        monkeypatch.setitem(inp.methods, video_suite.FUSED_MP4, real_mp4)
     real = inp.methods[video_suite.FUSED]
     monkeypatch.setitem(inp.methods, video_suite.FUSED, lambda: real() + 1 / 255 / 0.27)
     with pytest.raises(AssertionError, match="differs from the processor"):
@@ -557,12 +570,14 @@ def test_video_report_structure(monkeypatch):
     assert [(r["case"], r["threads"]) for r in report["video_results"]] == [(VIDEO_TINY.name, 1), (VIDEO_TINY.name, 2)]
     assert set(report["video_check"]) == {VIDEO_TINY.name}
     for r in report["video_results"]:
-        assert list(r["times_ms"]) == [video_suite.FUSED, video_suite.FUSED_U8, video_suite.PROC, video_suite.PROC_U8]
+        assert list(r["times_ms"]) == VIDEO_METHODS
         assert r["out_shape"][1] == 1176 and r["clip"] == [5, 60, 80]
         assert all(math.isfinite(ms) and ms > 0 for ms in r["times_ms"].values())
-        assert list(r["ratios"]) == list(video_suite.VIDEO_RATIOS) and "met" in r["ratios"]["processor / fused"]
+        assert list(r["ratios"]) == list(video_suite.VIDEO_RATIOS)[: 3 if MP4 else 2]
+        assert "met" in r["ratios"]["processor / fused"]
     text = cli.format_report(report)
     assert VIDEO_TINY.name in text and "target >= 5x" in text and "| case | threads | load |" in text
+    assert ("from the H.264 MP4, decode included, frames per second: fused mp4" in text) == MP4
 
 
 def test_video_cases_are_selected_by_regex_and_need_their_dependencies(monkeypatch, capsys):

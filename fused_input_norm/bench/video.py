@@ -1,8 +1,13 @@
 """The video suite: a decoded clip to pixel_values_videos, FusedVideoProcessor against transformers' video
 processor built from the same config (Qwen2-VL's and Qwen3-VL's class defaults), on the CPU at each thread
-count; float32 rows and the uint8 rows of vLLM's device-normalize path."""
+count; float32 rows and the uint8 rows of vLLM's device-normalize path. Where torchcodec can decode, the same
+clip encoded as an H.264 MP4 too: decode included, the bytes to our processor and the file's path to
+transformers' (which decodes it with torchcodec), and the frames per second each gets through."""
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,9 +28,22 @@ from .resize import missing_resize_dependencies, resize_photo
 # Method names, as they appear in the report.
 FUSED, FUSED_U8 = "FusedVideoProcessor", "FusedVideoProcessor, uint8"
 PROC, PROC_U8 = "transformers video processor", "transformers, rescale/normalize off (uint8)"
-VIDEO_SHORT_NAMES = {FUSED: "fused", FUSED_U8: "fused u8", PROC: "processor", PROC_U8: "proc. u8"}
+FUSED_MP4, PROC_MP4 = "FusedVideoProcessor from MP4 bytes", "transformers from the MP4's path"
+VIDEO_SHORT_NAMES = {
+    FUSED: "fused",
+    FUSED_U8: "fused u8",
+    PROC: "processor",
+    PROC_U8: "proc. u8",
+    FUSED_MP4: "fused mp4",
+    PROC_MP4: "proc. mp4",
+}
 # name -> (numerator, denominator); a case's targets (VideoCase.targets) bound some of them.
-VIDEO_RATIOS = {"processor / fused": (PROC, FUSED), "uint8: processor / fused": (PROC_U8, FUSED_U8)}
+VIDEO_RATIOS = {
+    "processor / fused": (PROC, FUSED),
+    "uint8: processor / fused": (PROC_U8, FUSED_U8),
+    "mp4: processor / fused": (PROC_MP4, FUSED_MP4),
+}
+MP4_FPS = 30.0
 MODELS = {"qwen2vl": "Qwen2VLVideoProcessor", "qwen3vl": "Qwen3VLVideoProcessor"}
 
 
@@ -47,6 +65,29 @@ VIDEO_CASES = [
 
 def missing_video_dependencies() -> list[str]:
     return missing_resize_dependencies()
+
+
+def mp4_unavailable() -> str | None:
+    """Why the MP4 methods cannot run (torchcodec or FFmpeg's libraries missing), or None."""
+    try:
+        from torchcodec.encoders import VideoEncoder  # noqa: F401
+    except Exception as error:  # ImportError, or FFmpeg's libraries missing
+        return f"torchcodec cannot decode here ({type(error).__name__}: {error})"
+    return None
+
+
+def encode_mp4(clip: torch.Tensor) -> tuple[bytes, str]:
+    """uint8 [T, H, W, 3] as an H.264 MP4 at MP4_FPS (torchcodec's encoder): its bytes, and a file holding them
+    (removed at exit) for transformers, which takes a path."""
+    from torchcodec.encoders import VideoEncoder
+
+    data = VideoEncoder(clip.permute(0, 3, 1, 2).contiguous(), frame_rate=MP4_FPS).to_tensor("mp4").numpy().tobytes()
+    folder = tempfile.mkdtemp(prefix="fused_input_norm_bench_")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = os.path.join(folder, "clip.mp4")
+    with open(path, "wb") as f:
+        f.write(data)
+    return data, path
 
 
 def make_clip(frames: int, height: int, width: int, step: tuple[int, int] = (2, 3)) -> torch.Tensor:
@@ -82,6 +123,10 @@ def make_video_inputs(case: VideoCase) -> VideoInputs:
         PROC: theirs(),
         PROC_U8: theirs(do_rescale=False, do_normalize=False),
     }
+    if mp4_unavailable() is None:
+        data, path = encode_mp4(clip)
+        methods[FUSED_MP4] = lambda: fused(data, **call)["pixel_values_videos"]
+        methods[PROC_MP4] = lambda: processor(path, return_tensors="pt", **call)["pixel_values_videos"]
     return VideoInputs(clip, methods)
 
 
@@ -93,7 +138,13 @@ def check_video(case: VideoCase, inp: VideoInputs) -> dict:
     u8 = (inp.methods[FUSED_U8]().int() - inp.methods[PROC_U8]().int()).abs().max().item()
     if u8 != 0:
         raise AssertionError(f"{case.name}: the uint8 rows differ from the processor's by {u8} levels")
-    return {"float32 max |diff|": f32, "uint8 max |diff|": u8}
+    checked = {"float32 max |diff|": f32, "uint8 max |diff|": u8}
+    if FUSED_MP4 in inp.methods:
+        mp4 = (inp.methods[FUSED_MP4]() - inp.methods[PROC_MP4]()).abs().max().item()
+        if not mp4 <= 1e-6:
+            raise AssertionError(f"{case.name}: from the MP4, FusedVideoProcessor differs from the processor by {mp4}")
+        checked["mp4 float32 max |diff|"] = mp4
+    return checked
 
 
 def video_ratios(case: VideoCase, times: dict[str, float], mins: dict[str, float]) -> dict[str, dict]:
@@ -141,10 +192,22 @@ def format_video(report: dict) -> str:
             f"{r['case']}  ({frames} frames of {w}x{h}, out {r['out_shape']}; {threads_label(r['threads'])}, "
             f"median of {r['reps']}, load {r['load_average']:.1f})",
         )
+        if FUSED_MP4 in r["times_ms"]:
+            rates = ", ".join(
+                f"{VIDEO_SHORT_NAMES[k]} {frames / r['times_ms'][k] * 1e3:.0f}"
+                for k in (FUSED_MP4, PROC_MP4)
+                if k in r["times_ms"]
+            )
+            lines.append(f"  from the H.264 MP4, decode included, frames per second: {rates}")
     for name, checked in report.get("video_check", {}).items():
         lines.append(
             f"{name}: max |fused - processor| {checked['float32 max |diff|']:.1e} (float32), "
             f"{checked['uint8 max |diff|']} (uint8)"
+            + (
+                f", {checked['mp4 float32 max |diff|']:.1e} (from the MP4)"
+                if "mp4 float32 max |diff|" in checked
+                else ""
+            )
         )
     lines.append("")
     lines.append(video_summary_table(report))
