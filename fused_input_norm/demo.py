@@ -24,6 +24,11 @@ where (c) decodes with nvJPEG (not Pillow's decoder), also (c) on PIL's decoded 
 difference, which separate the arithmetic's part from the decoders'. Then a Markdown table and a plot (with
 matplotlib): the speed-up over (a), the bytes each path ships, and the differences.
 
+Then a video (--no-video skips it): a 32-frame 1280x720 clip (a window moving across coffee), an H.264 MP4
+where torchcodec can decode (else its decoded frames), to pixel_values_videos: transformers'
+Qwen2VLVideoProcessor given the file's path (it decodes with torchcodec) against FusedVideoProcessor given its
+bytes, decode included; the time, frames per second and max |difference|.
+
 Needs scikit-image and transformers (scripts/demo.sh installs them), and torchvision for what is above.
 Without torchvision (beside the CPU-only torch, which has no matching torchvision wheel: scripts/demo.sh on a
 machine without a GPU), the processors are transformers' *Pil ones, (c) reproduces their resize
@@ -246,6 +251,54 @@ def run_photo(
     )
 
 
+VIDEO_CLIP = (32, 720, 1280)  # frames, height, width
+
+
+def run_video(device: torch.device, reps: int, budget_s: float) -> dict[str, float]:
+    """The video case (the module's docstring): prints it, returns its figures (ms, max |diff|)."""
+    from .bench.video import encode_mp4, make_clip, mp4_unavailable
+    from .video import FusedVideoProcessor
+
+    frames, height, width = VIDEO_CLIP
+    clip = make_clip(frames, height, width)
+    config = {"video_processor_type": "Qwen2VLVideoProcessor"}
+    call = {"do_sample_frames": False, "cap_pixels_per_frame": False}  # as vLLM calls it
+    why_not_mp4 = mp4_unavailable()
+    if why_not_mp4 is None:
+        data, path = encode_mp4(clip)
+        form = f"an H.264 MP4 of {len(data) / 1e6:.1f} MB, decode included"
+    else:
+        data = path = clip
+        form = f"its decoded frames ({why_not_mp4})"
+    print(f"\n=== Video: {frames} frames of {width}x{height}, {form}, to pixel_values_videos on {device} ===")
+    fused = FusedVideoProcessor.from_preprocessor_config(config, device=device)
+    methods = {"c": lambda: sync(device, fused(data, **call)["pixel_values_videos"])}
+    if has_torchvision():
+        import transformers
+
+        processor = transformers.Qwen2VLVideoProcessor(**config)
+        methods["a"] = lambda: sync(
+            device, processor(path, return_tensors="pt", **call)["pixel_values_videos"].to(device)
+        )
+    else:
+        print("(a) is missing: transformers' video processors need torchvision, which is not installed here.")
+    results = {"c": methods["c"]().cpu()}
+    if "a" in methods:
+        results["a"] = methods["a"]().cpu()
+    samples = sample_interleaved(methods, Timer(torch.device("cpu")), reps, budget_s=budget_s, min_reps=3)
+    figures = {f"{key} ms": statistics.median(s) for key, s in samples.items()}
+    names = {"a": "transformers' Qwen2VLVideoProcessor (CPU)", "c": "FusedVideoProcessor"}
+    for key in ("a", "c"):
+        if key in samples:
+            ms = figures[f"{key} ms"]
+            print(f"  ({key}) {names[key]:<42} {_ms(ms):>9}  {frames / ms * 1e3:6.0f} frames/s")
+    print(f"  pixel_values_videos {tuple(results['c'].shape)}")
+    if "a" in results:
+        figures["max |diff|"] = (results["c"] - results["a"]).abs().max().item()
+        print(f"  (a) / (c): {figures['a ms'] / figures['c ms']:.2f}x, max |(c) - (a)| {figures['max |diff|']:.1e}")
+    return figures
+
+
 def _threads() -> str:
     n = torch.get_num_threads()
     return f"{n} torch thread{'s' if n > 1 else ''}"
@@ -373,6 +426,7 @@ def main(argv: list[str] | None = None) -> dict[str, list[PhotoResult]]:
     parser.add_argument("--budget-s", type=float, default=5.0, help="about this many seconds of rounds per photo")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads (default: torch's)")
     parser.add_argument("--models", default="qwen2vl", help=f"comma-separated, of: {', '.join(MODELS)}")
+    parser.add_argument("--video", action=argparse.BooleanOptionalAction, default=True, help="the video case")
     parser.add_argument(
         "--plot",
         default=os.path.join(tempfile.gettempdir(), "fused_input_norm_demo.png"),
@@ -422,6 +476,8 @@ def main(argv: list[str] | None = None) -> dict[str, list[PhotoResult]]:
             results.append(run_photo(model, name, hwc, data, paths, extra, device, args.reps, args.budget_s))
             print_photo(results[-1], device)
         all_results[model] = results
+    if args.video:
+        run_video(device, args.reps, args.budget_s)
     end_load = os.getloadavg()[0]
     print(f"\n1-min load average {load:.2f} at the start, {end_load:.2f} at the end; {_threads()}.")
     for model, results in all_results.items():

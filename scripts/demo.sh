@@ -82,7 +82,8 @@ export VENV TORCH_SPEC
 # (torch==2.13.0's) needs libtorch_cuda, so next to the CPU-only torch its import fails (operator
 # torchvision::nms does not exist) and takes transformers down with it. Hence none there.
 case "$TORCH_SPEC" in
-  torch==2.14.1 | torch==2.14.1+cu*) torchvision=torchvision==0.29.1 ;;
+  # and torchcodec, for the video case's MP4 (FFmpeg's libraries: setup_env.sh)
+  torch==2.14.1 | torch==2.14.1+cu*) torchvision="torchvision==0.29.1 torchcodec==0.17.0" ;;
   # A wheel file (the CPU-only torch fetched above): no torchvision (the reason is above).
   *) torchvision="" ;;
 esac

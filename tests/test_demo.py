@@ -19,7 +19,7 @@ def test_demo_without_torchvision(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(images, "has_torchvision", lambda: False)
     monkeypatch.setattr(demo, "photos", lambda: {"chelsea": np.ascontiguousarray(skimage_data.chelsea())})
     plot = tmp_path / "demo.png"
-    argv = ["--device", "cpu", "--reps", "1", "--budget-s", "0", "--models", "qwen2vl,clip"]
+    argv = ["--device", "cpu", "--reps", "1", "--budget-s", "0", "--models", "qwen2vl,clip", "--no-video"]
     results = demo.main([*argv, "--plot", str(plot) if HAS_MATPLOTLIB else ""])
     out = capsys.readouterr().out
     for name in ("Qwen2VLImageProcessorPil", "CLIPImageProcessorPil"):
@@ -35,3 +35,27 @@ def test_demo_without_torchvision(monkeypatch, capsys, tmp_path):
             assert row.decoder_max is None, (model, row)
     if HAS_MATPLOTLIB:
         assert plot.stat().st_size > 10_000 and f"Plot: {plot}" in out
+
+
+@pytest.mark.parametrize("torchvision", [True, False])
+def test_demo_video_case(monkeypatch, capsys, torchvision):
+    """The video case: a small clip (an MP4 where torchcodec decodes) through transformers' video processor and
+    FusedVideoProcessor, within 1e-6; without torchvision, ours alone, saying why."""
+    import torch
+
+    from fused_input_norm import demo
+    from fused_input_norm.bench.video import mp4_unavailable
+
+    if torchvision and not demo.has_torchvision():
+        pytest.skip("torchvision is not installed: transformers' video processors need it")
+    monkeypatch.setattr(demo, "has_torchvision", lambda: torchvision)
+    monkeypatch.setattr(demo, "VIDEO_CLIP", (5, 64, 96))
+    figures = demo.run_video(torch.device("cpu"), 1, 0)
+    out = capsys.readouterr().out
+    assert "=== Video: 5 frames of 96x64, " in out and "pixel_values_videos (" in out
+    assert ("an H.264 MP4 of" in out) == (mp4_unavailable() is None)
+    assert figures["c ms"] > 0
+    if torchvision:
+        assert figures["max |diff|"] <= 1e-6 and "(a) / (c): " in out
+    else:
+        assert "(a) is missing: transformers' video processors need torchvision" in out and "a ms" not in figures
