@@ -370,6 +370,184 @@ void resize_cases(Context& ctx) {
   }
 }
 
+namespace {
+
+// ---- video clips in clip mode (issue 26): the rows that measure PERF_NOTES.md's SASS prediction ----------
+// A decoded clip: `frames` frames of h x w, a window moving 2 rows and 3 columns a frame across a photo (as
+// the CPU benchmark's make_clip), uint8 HWC, resized in clip mode (torchvision bicubic: the video
+// processors' reference) into Qwen-VL rows (T 2, merge 2, patch 14 or 16). These rows are timing rows: the
+// host reference of a whole clip (up to 64 frames of 1080p) would cost the check seconds, so only the first
+// and the last temporal patch are compared, bit for bit, with the host reference of their own two frames (a
+// group's rows depend on its frames alone). The clip's upload is timed too (pinned and pageable host memory).
+struct ClipClip {
+  int64_t frames, h, w;  // the window moves across the first photo large enough for it
+};
+
+struct ClipCase {
+  std::string name;
+  int64_t out_h, out_w, patch;
+  bool f32;
+};
+
+struct PinnedBuffer {
+  void* ptr = nullptr;
+  explicit PinnedBuffer(size_t bytes) { CHECK_CUDA(cudaMallocHost(&ptr, bytes)); }
+  ~PinnedBuffer() {
+    if (ptr) cudaFreeHost(ptr);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+};
+
+template <typename out_t>
+void time_clip(Context& ctx, const ClipCase& c, const Image& clip, const DeviceBuffer& din, double h2d_pinned_us,
+               double h2d_pageable_us) {
+  const ResizeJob job{c.out_h,
+                      c.out_w,
+                      0,
+                      0,
+                      c.out_h,
+                      c.out_w,
+                      fin::ResampleFilter::kBicubic,
+                      fin::ResampleReference::kTorchvision,
+                      false,
+                      true,
+                      true,
+                      c.patch};
+  std::unique_ptr<DevicePlan> plan;
+  std::unique_ptr<DeviceBuffer> out;
+  ctx.run("timing", "prepare " + c.name, [&]() -> Outcome {
+    plan = make_plan({c.name, &clip, job, false}, false);
+    out = std::make_unique<DeviceBuffer>(plan->plan.numel * sizeof(out_t));
+    return {true, std::to_string(plan->plan.numel) + " values"};
+  });
+  if (!plan || !out) return;
+  const uint8_t* in = din.as<uint8_t>();
+  auto* y = out->as<out_t>();
+  ctx.run("timing", "first and last temporal patch of " + c.name + " against the host reference", [&]() -> Outcome {
+    const fin::ResizePlan& p = plan->plan;
+    CHECK_CUDA(cudaMemset(y, 0xFF, p.numel * sizeof(out_t)));
+    launch_first(*plan, in, ctx.device);
+    const std::string ran = launch_last<out_t>(*plan, in, y, Index::kAuto, ctx.device);
+    const int64_t groups = p.batch / p.temporal, per_group = p.numel / groups;
+    std::string diff;
+    for (const int64_t g : {int64_t{0}, groups - 1}) {
+      Image two = clip;  // the group's two frames alone
+      two.data = clip.data + g * p.temporal * clip.s[0];
+      two.B = p.temporal;
+      const HostResize host = host_resize(two, c.out_h, c.out_w, job.filter, job.reference, false);
+      const fin::ResizePlan hp = make_resize_plan(two, job, host.rows.empty() ? nullptr : host.rows.data(),
+                                                  host.cols.empty() ? nullptr : host.cols.data());
+      const std::vector<out_t> want = expected_output<out_t>(hp, host.resized, kClipW, kClipB);
+      std::vector<out_t> got(static_cast<size_t>(per_group));
+      if (want.size() != got.size()) return {false, "a group's reference has another size"};
+      CHECK_CUDA(cudaMemcpy(got.data(), y + g * per_group, per_group * sizeof(out_t), cudaMemcpyDeviceToHost));
+      diff += compare_values(got, want, g == 0 ? "first temporal patch" : "last temporal patch");
+    }
+    return {diff.empty(), ran + (diff.empty() ? ", 2 of " + std::to_string(groups) + " groups equal" : ": " + diff)};
+  });
+  std::string extra;
+  ctx.run("timing", "passes of " + c.name, [&]() -> Outcome {
+    const double first = time_us(ctx, [&] { launch_first(*plan, in, ctx.device); });
+    const double second = time_us(ctx, [&] { launch_last<out_t>(*plan, in, y, Index::kAuto, ctx.device); });
+    extra = Json()
+                .num("first_pass_us", first)
+                .num("second_pass_us", second)
+                .integer("workspace_bytes", plan->ws_bytes)
+                .integer("frames", clip.B)
+                .num("h2d_pinned_us", h2d_pinned_us)
+                .num("h2d_pageable_us", h2d_pageable_us)
+                .text();
+    extra = extra.substr(1, extra.size() - 2);
+    std::printf("  %s: first pass %.1f us, second pass (fused) %.1f us, workspace %lld bytes\n", c.name.c_str(), first,
+                second, static_cast<long long>(plan->ws_bytes));
+    return {true, ""};
+  });
+  const double read = static_cast<double>(clip.B * clip.H * clip.W * 3);
+  const double written = static_cast<double>(plan->plan.numel) * sizeof(out_t);
+  report_timing(
+      ctx, c.name, "clip mode: resample_pass + affine_strided_source (ResampledSource)", read, written,
+      [&] {
+        launch_first(*plan, in, ctx.device);
+        launch_last<out_t>(*plan, in, y, Index::kAuto, ctx.device);
+      },
+      extra);
+}
+
+void clip_timing(Context& ctx, const std::vector<Photo>& photos) {
+  // Qwen2-VL at the checkpoints' max_pixels (12845056: each frame to its own smart_resize), at the video
+  // processor's class defaults (the CPU benchmark's size), and Qwen3-VL's class defaults (P 16, the clip's
+  // pixel budget): the sizes of fused_input_norm's FusedVideoProcessor for these clips.
+  const std::vector<std::pair<ClipClip, std::vector<ClipCase>>> clips = {
+      {{32, 720, 1280},
+       {{"clip 32x1280x720 -> 1288x728 qwen2-vl rows bf16 (checkpoint max_pixels), torchvision bicubic", 728, 1288, 14,
+         false},
+        {"clip 32x1280x720 -> 1288x728 qwen2-vl rows f32 (checkpoint max_pixels), torchvision bicubic", 728, 1288, 14,
+         true},
+        {"clip 32x1280x720 -> 1008x560 qwen2-vl rows f32 (class defaults), torchvision bicubic", 560, 1008, 14, true},
+        {"clip 32x1280x720 -> 192x96 qwen3-vl rows f32 (P 16, class defaults), torchvision bicubic", 96, 192, 16,
+         true}}},
+      {{64, 1080, 1920},
+       {{"clip 64x1920x1080 -> 1932x1092 qwen2-vl rows bf16 (checkpoint max_pixels), torchvision bicubic", 1092, 1932,
+         14, false},
+        {"clip 64x1920x1080 -> 1932x1092 qwen2-vl rows f32 (checkpoint max_pixels), torchvision bicubic", 1092, 1932,
+         14, true},
+        {"clip 64x1920x1080 -> 1008x560 qwen2-vl rows f32 (class defaults), torchvision bicubic", 560, 1008, 14, true},
+        {"clip 64x1920x1080 -> 128x64 qwen3-vl rows f32 (P 16, class defaults), torchvision bicubic", 64, 128, 16,
+         true}}},
+  };
+  for (const auto& entry : clips) {
+    const ClipClip& cl = entry.first;
+    const std::vector<ClipCase>& cases = entry.second;
+    if (ctx.context_lost) return;
+    const Photo* src = nullptr;
+    for (const Photo& p : photos)
+      if (!src && p.h >= cl.h + 2 * (cl.frames - 1) && p.w >= cl.w + 3 * (cl.frames - 1)) src = &p;
+    if (!src) continue;
+    const size_t frame = static_cast<size_t>(cl.h * cl.w * 3), bytes = frame * cl.frames;
+    std::vector<uint8_t> host(bytes);
+    std::unique_ptr<DeviceBuffer> din;
+    double pinned_us = 0, pageable_us = 0;
+    const std::string what = std::to_string(cl.frames) + "x" + size_name(cl.w, cl.h) + " clip";  // W x H
+    ctx.run("timing", "upload a " + what + " from " + src->name + " " + size_name(src->h, src->w), [&]() -> Outcome {
+      for (int64_t k = 0; k < cl.frames; ++k)
+        for (int64_t r = 0; r < cl.h; ++r)
+          std::memcpy(host.data() + k * frame + r * cl.w * 3, src->hwc.data() + ((r + 2 * k) * src->w + 3 * k) * 3,
+                      cl.w * 3);
+      din = std::make_unique<DeviceBuffer>(bytes);
+      pageable_us =
+          time_us(ctx, [&] { CHECK_CUDA(cudaMemcpy(din->as(), host.data(), bytes, cudaMemcpyHostToDevice)); }, 5);
+      const PinnedBuffer pinned(bytes);
+      std::memcpy(pinned.ptr, host.data(), bytes);
+      pinned_us =
+          time_us(ctx, [&] { CHECK_CUDA(cudaMemcpyAsync(din->as(), pinned.ptr, bytes, cudaMemcpyHostToDevice)); }, 5);
+      std::printf("  upload of the %s (%.1f MB): pinned %.1f us (%.1f GB/s), pageable %.1f us (%.1f GB/s)\n",
+                  what.c_str(), bytes / 1e6, pinned_us, bytes / (pinned_us * 1e3), pageable_us,
+                  bytes / (pageable_us * 1e3));
+      ctx.timings.push_back(Json()
+                                .str("case", "upload " + what)
+                                .num("us", pinned_us)  // every timings row has `us` (peers.py reads it)
+                                .num("bytes", static_cast<double>(bytes))
+                                .num("h2d_pinned_us", pinned_us)
+                                .num("h2d_pageable_us", pageable_us)
+                                .text());
+      return {true, std::to_string(pinned_us) + " us pinned"};
+    });
+    if (!din) continue;
+    const Image clip{host.data(), cl.frames, 3, cl.h, cl.w, {cl.h * cl.w * 3, 1, cl.w * 3, 3}};
+    for (const ClipCase& c : cases) {
+      if (ctx.context_lost) return;
+      if (c.f32) {
+        time_clip<float>(ctx, c, clip, *din, pinned_us, pageable_us);
+      } else {
+        time_clip<fin::bfloat16_bits>(ctx, c, clip, *din, pinned_us, pageable_us);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void resize_timing(Context& ctx) {
   const std::vector<Photo> photos = load_photos(ctx.photos_dir);
   const auto find = [&](int64_t h) -> const Photo* {
@@ -462,6 +640,7 @@ void resize_timing(Context& ctx) {
         },
         extra);
   }
+  clip_timing(ctx, photos);
 }
 
 }  // namespace gpu_check

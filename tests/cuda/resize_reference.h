@@ -118,8 +118,9 @@ struct ResizeJob {
   fin::ResampleFilter filter;
   fin::ResampleReference reference;
   bool vertical_first;
-  bool patches;       // Qwen-VL rows (T 2, P 14, m 2); else planar [B, C, crop_h, crop_w]
-  bool clip = false;  // with patches: the B images are frames, each 2 consecutive ones a temporal patch
+  bool patches;        // Qwen-VL rows (T 2, P `patch`, m 2); else planar [B, C, crop_h, crop_w]
+  bool clip = false;   // with patches: the B images are frames, each 2 consecutive ones a temporal patch
+  int64_t patch = 14;  // with patches: 14 (Qwen2-VL, Qwen2.5-VL) or 16 (Qwen3-VL)
 };
 
 inline fin::ResizePlan make_resize_plan(const Image& in, const ResizeJob& j, const int32_t* rows, const int32_t* cols) {
@@ -129,7 +130,7 @@ inline fin::ResizePlan make_resize_plan(const Image& in, const ResizeJob& j, con
   p.strides = in.s;
   p.filter = j.filter;
   p.vertical_first = j.vertical_first;
-  if (j.patches) p.temporal = 2, p.patch = 14, p.merge = 2, p.clip = j.clip;
+  if (j.patches) p.temporal = 2, p.patch = j.patch, p.merge = 2, p.clip = j.clip;
   p.row_plan = rows;
   p.col_plan = cols;
   fin::finish_resize_plan(p);
