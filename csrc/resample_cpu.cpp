@@ -7,6 +7,7 @@
 #include <torch/csrc/stable/ops.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -640,19 +641,22 @@ struct Scratch {
 thread_local Scratch scratch;
 
 // The first (horizontal) pass's rows [begin, end) of one image of one call, kept by a thread between bands:
-// plane c at data + c * capacity * crop_w.
+// plane c at data + c * capacity * crop_w. One per frame slot: a clip-mode task resamples the same band of
+// each of its group's T frames in turn, and a single entry would be evicted by the next frame every time.
 struct FirstRows {
   uint64_t call = 0;
   int64_t image = -1, begin = 0, end = 0, capacity = 0;
   std::vector<uint8_t> data;
 };
-thread_local FirstRows first_rows;
+constexpr int64_t kFirstRowSlots = 4;  // Qwen's T is 2; a larger T shares slots (still correct, less reuse)
+thread_local std::array<FirstRows, kFirstRowSlots> first_rows;
 std::atomic<uint64_t> call_serial{0};  // each CPU resize call's id (from 1), for FirstRows
 
-// The resampled uint8 rows [y0, y1) of the crop of image b, every channel, into band[C][y1 - y0][crop_w].
+// The resampled uint8 rows [y0, y1) of the crop of image b, every channel, into band[C][y1 - y0][crop_w]. `slot`:
+// the frame's place in its temporal group (0 for a still), which FirstRows entry keeps its first-pass rows.
 template <CpuCapability cap>
 FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, uint64_t call, const uint8_t* input,
-                                  int64_t b, int64_t y0, int64_t y1, uint8_t* band) {
+                                  int64_t b, int64_t slot, int64_t y0, int64_t y1, uint8_t* band) {
   const PairPlan* row_pairs = pairs != nullptr ? &pairs->row : nullptr;
   const PairPlan* col_pairs = pairs != nullptr ? &pairs->col : nullptr;
   const int64_t C = p.channels, w = p.crop_w, rows = y1 - y0;
@@ -687,7 +691,7 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
     const auto first = resample_bounds(p.in_h, p.out_h, p.filter, p.top + y0);
     const auto last = resample_bounds(p.in_h, p.out_h, p.filter, p.top + y1 - 1);
     const int64_t r0 = first[0], r1 = last[0] + last[1];
-    FirstRows& f = first_rows;
+    FirstRows& f = first_rows[static_cast<size_t>(slot % kFirstRowSlots)];
     int64_t have = r0;
     if (f.call == call && f.image == b && f.begin <= r0 && r0 <= f.end && f.capacity >= r1 - r0 + 16) {
       const int64_t kept = f.end - r0;
@@ -754,9 +758,11 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
 }
 
 // A band of P * m rows of [C][P * m][width] values (already in the output dtype) as Qwen-VL's patch rows: the
-// band's (width / (P m)) x m x m patches, each C x T x P x P (the T frames the same).
+// band's (width / (P m)) x m x m patches, each C x T x P x P. frame_stride: where frame t's band is (conv + t *
+// frame_stride, a clip's group), or 0 for a still, whose T frames are one: the first's block is copied.
 template <typename out_t>
-void cut_patch_rows(const out_t* conv, int64_t width, int64_t C, int64_t P, int64_t m, int64_t T, out_t* out) {
+void cut_patch_rows(const out_t* conv, int64_t width, int64_t C, int64_t P, int64_t m, int64_t T, int64_t frame_stride,
+                    out_t* out) {
   const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P;
   const size_t run = static_cast<size_t>(P) * sizeof(out_t);
   for (int64_t gx = 0; gx < gw; ++gx) {
@@ -764,17 +770,21 @@ void cut_patch_rows(const out_t* conv, int64_t width, int64_t C, int64_t P, int6
       for (int64_t mx = 0; mx < m; ++mx) {
         const out_t* from = conv + my * P * width + gx * factor + mx * P;
         for (int64_t c = 0; c < C; ++c) {
-          out_t* to = out;
-          if (P == 14) {  // Qwen2-VL / 2.5-VL: a constant-size copy is two vector moves, not a call
-            for (int64_t py = 0; py < 14; ++py)
-              std::memcpy(to + py * 14, from + c * plane + py * width, 14 * sizeof(out_t));
-          } else if (P == 16) {  // Qwen3-VL
-            for (int64_t py = 0; py < 16; ++py)
-              std::memcpy(to + py * 16, from + c * plane + py * width, 16 * sizeof(out_t));
-          } else {
-            for (int64_t py = 0; py < P; ++py) std::memcpy(to + py * P, from + c * plane + py * width, run);
+          for (int64_t t = 0; t < T; ++t) {
+            out_t* to = out + t * block;
+            if (t > 0 && frame_stride == 0) {
+              std::memcpy(to, out, static_cast<size_t>(block) * sizeof(out_t));
+              continue;
+            }
+            const out_t* run_from = from + c * plane + t * frame_stride;
+            if (P == 14) {  // Qwen2-VL / 2.5-VL: a constant-size copy is two vector moves, not a call
+              for (int64_t py = 0; py < 14; ++py) std::memcpy(to + py * 14, run_from + py * width, 14 * sizeof(out_t));
+            } else if (P == 16) {  // Qwen3-VL
+              for (int64_t py = 0; py < 16; ++py) std::memcpy(to + py * 16, run_from + py * width, 16 * sizeof(out_t));
+            } else {
+              for (int64_t py = 0; py < P; ++py) std::memcpy(to + py * P, run_from + py * width, run);
+            }
           }
-          for (int64_t t = 1; t < T; ++t) std::memcpy(out + t * block, out, static_cast<size_t>(block) * sizeof(out_t));
           out += T * block;
         }
       }
@@ -785,11 +795,11 @@ void cut_patch_rows(const out_t* conv, int64_t width, int64_t C, int64_t P, int6
 #if defined(FIN_X86)
 // cut_patch_rows for bfloat16 output straight from the uint8 band (P = 14 or 16): each P-pixel run loaded
 // once, converted, one FMA (as affine_on: a single rounding), rounded to bfloat16 as from_float does (to
-// nearest even, NaN -> 0x7FC0), stored, and the frame copied. The band must have 16 readable bytes past every
-// run's start (the caller pads it).
+// nearest even, NaN -> 0x7FC0) and stored; frame_stride as cut_patch_rows' (in band bytes; 0: the first
+// frame's block copied). The band must have 16 readable bytes past every run's start (the caller pads it).
 FIN_TARGET_AVX512_MADD void cut_patch_rows_bf16_avx512(const uint8_t* band, int64_t width, int64_t C, int64_t P,
-                                                       int64_t m, int64_t T, const float* weight, const float* bias,
-                                                       uint16_t* out) {
+                                                       int64_t m, int64_t T, int64_t frame_stride, const float* weight,
+                                                       const float* bias, uint16_t* out) {
   const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P;
   const __mmask16 keep = static_cast<__mmask16>((1u << P) - 1);
   const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), nan = _mm512_set1_epi32(0x7FC0);
@@ -799,15 +809,22 @@ FIN_TARGET_AVX512_MADD void cut_patch_rows_bf16_avx512(const uint8_t* band, int6
         const uint8_t* from = band + my * P * width + gx * factor + mx * P;
         for (int64_t c = 0; c < C; ++c) {
           const __m512 wv = _mm512_set1_ps(weight[c]), bv = _mm512_set1_ps(bias[c]);
-          for (int64_t py = 0; py < P; ++py) {
-            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + c * plane + py * width));
-            const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), wv, bv);
-            const __m512i u = _mm512_castps_si512(f);
-            __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
-            r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
-            _mm256_mask_storeu_epi16(out + py * P, keep, _mm512_cvtepi32_epi16(r));
+          for (int64_t t = 0; t < T; ++t) {
+            uint16_t* to = out + t * block;
+            if (t > 0 && frame_stride == 0) {
+              std::memcpy(to, out, static_cast<size_t>(block) * 2);
+              continue;
+            }
+            const uint8_t* run_from = from + c * plane + t * frame_stride;
+            for (int64_t py = 0; py < P; ++py) {
+              const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(run_from + py * width));
+              const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), wv, bv);
+              const __m512i u = _mm512_castps_si512(f);
+              __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
+              r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
+              _mm256_mask_storeu_epi16(to + py * P, keep, _mm512_cvtepi32_epi16(r));
+            }
           }
-          for (int64_t t = 1; t < T; ++t) std::memcpy(out + t * block, out, static_cast<size_t>(block) * 2);
           out += T * block;
         }
       }
@@ -816,8 +833,9 @@ FIN_TARGET_AVX512_MADD void cut_patch_rows_bf16_avx512(const uint8_t* band, int6
 }
 
 __attribute__((target("avx2,fma"))) void cut_patch_rows_bf16_avx2(const uint8_t* band, int64_t width, int64_t C,
-                                                                  int64_t P, int64_t m, int64_t T, const float* weight,
-                                                                  const float* bias, uint16_t* out) {
+                                                                  int64_t P, int64_t m, int64_t T, int64_t frame_stride,
+                                                                  const float* weight, const float* bias,
+                                                                  uint16_t* out) {
   const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P;
   const __m256i half = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1), nan = _mm256_set1_epi32(0x7FC0);
   for (int64_t gx = 0; gx < gw; ++gx) {
@@ -826,28 +844,35 @@ __attribute__((target("avx2,fma"))) void cut_patch_rows_bf16_avx2(const uint8_t*
         const uint8_t* from = band + my * P * width + gx * factor + mx * P;
         for (int64_t c = 0; c < C; ++c) {
           const __m256 wv = _mm256_set1_ps(weight[c]), bv = _mm256_set1_ps(bias[c]);
-          for (int64_t py = 0; py < P; ++py) {
-            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + c * plane + py * width));
-            __m256i r[2];
-            for (int k = 0; k < 2; ++k) {
-              const __m256i x = _mm256_cvtepu8_epi32(k == 0 ? v : _mm_srli_si128(v, 8));
-              const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), wv, bv);
-              const __m256i u = _mm256_castps_si256(f);
-              const __m256i rounded = _mm256_srli_epi32(
-                  _mm256_add_epi32(_mm256_add_epi32(u, half), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)), 16);
-              r[k] = _mm256_blendv_epi8(rounded, nan, _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
+          for (int64_t t = 0; t < T; ++t) {
+            uint16_t* to = out + t * block;
+            if (t > 0 && frame_stride == 0) {
+              std::memcpy(to, out, static_cast<size_t>(block) * 2);
+              continue;
             }
-            const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), 0xD8);
-            uint16_t* to = out + py * P;
-            if (py + 1 < P) {  // the 16 - P values past the run are the next run's, written next
-              _mm256_storeu_si256(reinterpret_cast<__m256i*>(to), h);
-            } else {
-              alignas(32) uint16_t tmp[16];
-              _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
-              std::memcpy(to, tmp, static_cast<size_t>(P) * 2);
+            const uint8_t* run_from = from + c * plane + t * frame_stride;
+            for (int64_t py = 0; py < P; ++py) {
+              const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(run_from + py * width));
+              __m256i r[2];
+              for (int k = 0; k < 2; ++k) {
+                const __m256i x = _mm256_cvtepu8_epi32(k == 0 ? v : _mm_srli_si128(v, 8));
+                const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), wv, bv);
+                const __m256i u = _mm256_castps_si256(f);
+                const __m256i rounded = _mm256_srli_epi32(
+                    _mm256_add_epi32(_mm256_add_epi32(u, half), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)), 16);
+                r[k] = _mm256_blendv_epi8(rounded, nan, _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
+              }
+              const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), 0xD8);
+              uint16_t* row = to + py * P;
+              if (py + 1 < P) {  // the 16 - P values past the run are the next run's, written next
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), h);
+              } else {
+                alignas(32) uint16_t tmp[16];
+                _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
+                std::memcpy(row, tmp, static_cast<size_t>(P) * 2);
+              }
             }
           }
-          for (int64_t t = 1; t < T; ++t) std::memcpy(out + t * block, out, static_cast<size_t>(block) * 2);
           out += T * block;
         }
       }
@@ -910,41 +935,46 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
         // The band, resampled, is the source of the affine's own strided walker (affine_cpu_kernels.h).
         with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
           for (int64_t t = 0; t < frames; ++t) {
-            resample_band<cap>(p, pairs, call, in, image * frames + t, y0, y1, buffer.data() + t * frame_elems);
+            resample_band<cap>(p, pairs, call, in, image * frames + t, t, y0, y1, buffer.data() + t * frame_elems);
           }
-          // A still's T frames are one resampled frame: its patch rows are cut from the band once. A clip's
-          // frames differ: the strided walker takes each from its own band.
-          const bool still_rows = patches && !p.clip && rows == band_rows;
+          // Whole bands are cut into patch rows by the writers: a still's T frames are one resampled frame (the
+          // first block copied), a clip's frame t is its own band, frame_stride on. A partial band (a crop
+          // height that is not a multiple of P m) takes the strided walker.
+          const bool whole_rows = patches && rows == band_rows;
+          const int64_t frame_stride = p.clip ? frame_elems : 0;
           bool cut = false;
 #if defined(FIN_X86)
           if constexpr (std::is_same_v<out_t, bfloat16_bits> &&
                         (cap == CpuCapability::kAvx512 || cap == CpuCapability::kAvx2)) {
-            if (still_rows && (p.patch == 14 || p.patch == 16)) {
+            if (whole_rows && (p.patch == 14 || p.patch == 16)) {
               auto* to = reinterpret_cast<uint16_t*>(y + (image * bands + band) * band_numel);
               if constexpr (cap == CpuCapability::kAvx512) {
-                cut_patch_rows_bf16_avx512(src, width, C, p.patch, p.merge, p.temporal, w, b, to);
+                cut_patch_rows_bf16_avx512(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
               } else {
-                cut_patch_rows_bf16_avx2(src, width, C, p.patch, p.merge, p.temporal, w, b, to);
+                cut_patch_rows_bf16_avx2(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
               }
               cut = true;
             }
           }
 #endif
           if (cut) {
-          } else if (still_rows) {
-            // Each channel's band rows converted once, contiguously (the affine's vector loop over whole
-            // rows), then cut into patch rows: P-element runs copied, each frame after the first a copy of the
-            // first's P x P block.
+          } else if (whole_rows) {
+            // Each frame's and channel's band rows converted once, contiguously (the affine's vector loop over
+            // whole rows), then cut into patch rows: P-element runs copied.
             const int64_t n = rows * width, one = 1;
             StridedLayout row_run{};
             build_strided_layout(1, &n, &one, -1, &row_run);
             std::vector<unsigned char>& conv_bytes = scratch.converted;
-            conv_bytes.resize(static_cast<size_t>(C * n) * sizeof(out_t));
+            conv_bytes.resize(static_cast<size_t>(frames * C * n) * sizeof(out_t));
             auto* conv = reinterpret_cast<out_t*>(conv_bytes.data());
-            for (int64_t c = 0; c < C; ++c) {
-              affine_strided<cap>(src + c * n, conv + c * n, w + c, b + c, row_run, int64_t{0}, n);
+            for (int64_t t = 0; t < frames; ++t) {
+              for (int64_t c = 0; c < C; ++c) {
+                const int64_t at = t * frame_elems + c * n;
+                affine_strided<cap>(src + at, conv + at, w + c, b + c, row_run, int64_t{0}, n);
+              }
             }
-            cut_patch_rows(conv, width, C, p.patch, p.merge, p.temporal, y + (image * bands + band) * band_numel);
+            cut_patch_rows(conv, width, C, p.patch, p.merge, p.temporal, frame_stride,
+                           y + (image * bands + band) * band_numel);
           } else if (patches) {
             affine_strided<cap>(src, y + (image * bands + band) * band_numel, w, b, band_layout, int64_t{0},
                                 band_numel);

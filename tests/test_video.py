@@ -200,6 +200,42 @@ def test_uint8_output_is_transformers_bytes(processors, config):
     assert_same(got, want, atol=0)
 
 
+@pytest.mark.parametrize("config", ["qwen2-vl", "qwen3-vl"])
+def test_clip_rows_in_each_dtype_against_the_formula(processors, config):
+    """The clip-mode patch rows (P 14 and 16; 9 frames: four groups of two different frames, then the lone
+    last frame padded to a group as a still) in float32, bfloat16 and uint8, each against transformers' resized
+    bytes (rescale and normalize off) put through (x * rescale_factor - mean) / std in float64: float32 within
+    1e-6, bfloat16 the rounding of that value (either neighbour only within 2e-6 of a rounding boundary), uint8
+    the bytes themselves."""
+    video = clip(9, 230, 340, "coffee", (4, 6))
+    hf = hf_processor(CONFIGS[config])
+    want = expected(CONFIGS[config], video, do_sample_frames=False, do_rescale=False, do_normalize=False)
+    t, p = hf.temporal_patch_size, hf.patch_size
+    x = want["pixel_values_videos"].double()
+    assert x.shape[0] > 4 * 28 and x.shape[0] % 5 == 0  # several bands a group, five groups
+    channel = torch.arange(x.shape[1]) // (t * p * p)
+    mean, std = torch.tensor(hf.image_mean, dtype=torch.float64), torch.tensor(hf.image_std, dtype=torch.float64)
+    ref = (x * hf.rescale_factor - mean[channel]) / std[channel]
+    blocks = x.view(x.shape[0], 3, t, p * p)
+    assert not torch.equal(blocks[: 4 * x.shape[0] // 5, :, 0], blocks[: 4 * x.shape[0] // 5, :, 1])  # frames differ
+    assert torch.equal(blocks[4 * x.shape[0] // 5 :, :, 0], blocks[4 * x.shape[0] // 5 :, :, 1])  # the padded frame
+
+    got = {dtype: processors[config](video, dtype, do_sample_frames=False) for dtype in (torch.float32, torch.bfloat16)}
+    for result in got.values():
+        assert torch.equal(result["video_grid_thw"], want["video_grid_thw"])
+    assert (got[torch.float32]["pixel_values_videos"].double() - ref).abs().max().item() <= FP32_ATOL
+    bf16 = got[torch.bfloat16]["pixel_values_videos"]
+    assert bf16.dtype == torch.bfloat16
+    low, high = (ref - 2e-6).to(torch.bfloat16), (ref + 2e-6).to(torch.bfloat16)
+    assert ((bf16 == low) | (bf16 == high)).all()
+    # The window admits both neighbours for a few (channel, byte) pairs only (127 and 128 at mean = std = 0.5):
+    # elsewhere the bfloat16 value is pinned.
+    loose = (channel * 256 + x.long())[low != high].unique()
+    assert loose.numel() <= 6, loose
+    u8 = processors[config](video, torch.uint8, do_sample_frames=False)["pixel_values_videos"]
+    assert u8.dtype == torch.uint8 and torch.equal(u8.double(), x)
+
+
 def test_input_forms_and_gray(processors):
     """A 4-D array, a [T, C, H, W] tensor, a list of PIL frames, a list of [H, W, C] arrays, a 5-D batch, and a
     gray clip [T, H, W, 1] (repeated to RGB as transformers' convert_to_rgb does)."""
