@@ -793,13 +793,15 @@ void cut_patch_rows(const out_t* conv, int64_t width, int64_t C, int64_t P, int6
 }
 
 #if defined(FIN_X86)
-// cut_patch_rows for bfloat16 output straight from the uint8 band (P = 14 or 16): each P-pixel run loaded
-// once, converted, one FMA (as affine_on: a single rounding), rounded to bfloat16 as from_float does (to
-// nearest even, NaN -> 0x7FC0) and stored; frame_stride as cut_patch_rows' (in band bytes; 0: the first
-// frame's block copied). The band must have 16 readable bytes past every run's start (the caller pads it).
-FIN_TARGET_AVX512_MADD void cut_patch_rows_bf16_avx512(const uint8_t* band, int64_t width, int64_t C, int64_t P,
-                                                       int64_t m, int64_t T, int64_t frame_stride, const float* weight,
-                                                       const float* bias, uint16_t* out) {
+// cut_patch_rows for float32 or bfloat16 output (out_t float or uint16_t) straight from the uint8 band (P = 14
+// or 16), with no converted copy of the band in between: each P-pixel run loaded once, converted, one FMA (as
+// affine_on: a single rounding, so float32 is affine_on's value), for bfloat16 rounded as from_float does (to
+// nearest even, NaN -> 0x7FC0), stored; frame_stride as cut_patch_rows' (in band bytes; 0: the first frame's
+// block copied). The band must have 16 readable bytes past every run's start (the caller pads it).
+template <typename out_t>
+FIN_TARGET_AVX512_MADD void cut_patch_rows_from_band_avx512(const uint8_t* band, int64_t width, int64_t C, int64_t P,
+                                                            int64_t m, int64_t T, int64_t frame_stride,
+                                                            const float* weight, const float* bias, out_t* out) {
   const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P;
   const __mmask16 keep = static_cast<__mmask16>((1u << P) - 1);
   const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), nan = _mm512_set1_epi32(0x7FC0);
@@ -810,19 +812,24 @@ FIN_TARGET_AVX512_MADD void cut_patch_rows_bf16_avx512(const uint8_t* band, int6
         for (int64_t c = 0; c < C; ++c) {
           const __m512 wv = _mm512_set1_ps(weight[c]), bv = _mm512_set1_ps(bias[c]);
           for (int64_t t = 0; t < T; ++t) {
-            uint16_t* to = out + t * block;
+            out_t* to = out + t * block;
             if (t > 0 && frame_stride == 0) {
-              std::memcpy(to, out, static_cast<size_t>(block) * 2);
+              std::memcpy(to, out, static_cast<size_t>(block) * sizeof(out_t));
               continue;
             }
             const uint8_t* run_from = from + c * plane + t * frame_stride;
             for (int64_t py = 0; py < P; ++py) {
               const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(run_from + py * width));
               const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), wv, bv);
-              const __m512i u = _mm512_castps_si512(f);
-              __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
-              r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
-              _mm256_mask_storeu_epi16(to + py * P, keep, _mm512_cvtepi32_epi16(r));
+              if constexpr (std::is_same_v<out_t, float>) {
+                _mm512_mask_storeu_ps(to + py * P, keep, f);
+              } else {
+                const __m512i u = _mm512_castps_si512(f);
+                __m512i r =
+                    _mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
+                r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
+                _mm256_mask_storeu_epi16(to + py * P, keep, _mm512_cvtepi32_epi16(r));
+              }
             }
           }
           out += T * block;
@@ -832,10 +839,11 @@ FIN_TARGET_AVX512_MADD void cut_patch_rows_bf16_avx512(const uint8_t* band, int6
   }
 }
 
-__attribute__((target("avx2,fma"))) void cut_patch_rows_bf16_avx2(const uint8_t* band, int64_t width, int64_t C,
-                                                                  int64_t P, int64_t m, int64_t T, int64_t frame_stride,
-                                                                  const float* weight, const float* bias,
-                                                                  uint16_t* out) {
+template <typename out_t>
+__attribute__((target("avx2,fma"))) void cut_patch_rows_from_band_avx2(const uint8_t* band, int64_t width, int64_t C,
+                                                                       int64_t P, int64_t m, int64_t T,
+                                                                       int64_t frame_stride, const float* weight,
+                                                                       const float* bias, out_t* out) {
   const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P;
   const __m256i half = _mm256_set1_epi32(0x7FFF), one = _mm256_set1_epi32(1), nan = _mm256_set1_epi32(0x7FC0);
   for (int64_t gx = 0; gx < gw; ++gx) {
@@ -845,31 +853,46 @@ __attribute__((target("avx2,fma"))) void cut_patch_rows_bf16_avx2(const uint8_t*
         for (int64_t c = 0; c < C; ++c) {
           const __m256 wv = _mm256_set1_ps(weight[c]), bv = _mm256_set1_ps(bias[c]);
           for (int64_t t = 0; t < T; ++t) {
-            uint16_t* to = out + t * block;
+            out_t* to = out + t * block;
             if (t > 0 && frame_stride == 0) {
-              std::memcpy(to, out, static_cast<size_t>(block) * 2);
+              std::memcpy(to, out, static_cast<size_t>(block) * sizeof(out_t));
               continue;
             }
             const uint8_t* run_from = from + c * plane + t * frame_stride;
             for (int64_t py = 0; py < P; ++py) {
               const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(run_from + py * width));
-              __m256i r[2];
+              __m256 f[2];
               for (int k = 0; k < 2; ++k) {
                 const __m256i x = _mm256_cvtepu8_epi32(k == 0 ? v : _mm_srli_si128(v, 8));
-                const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), wv, bv);
-                const __m256i u = _mm256_castps_si256(f);
-                const __m256i rounded = _mm256_srli_epi32(
-                    _mm256_add_epi32(_mm256_add_epi32(u, half), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)), 16);
-                r[k] = _mm256_blendv_epi8(rounded, nan, _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q)));
+                f[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x), wv, bv);
               }
-              const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), 0xD8);
-              uint16_t* row = to + py * P;
-              if (py + 1 < P) {  // the 16 - P values past the run are the next run's, written next
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), h);
+              if constexpr (std::is_same_v<out_t, float>) {
+                float* row = to + py * P;
+                _mm256_storeu_ps(row, f[0]);
+                if (py + 1 < P) {  // the 16 - P values past the run are the next run's, written next
+                  _mm256_storeu_ps(row + 8, f[1]);
+                } else {
+                  alignas(32) float tmp[8];
+                  _mm256_store_ps(tmp, f[1]);
+                  std::memcpy(row + 8, tmp, static_cast<size_t>(P - 8) * sizeof(float));
+                }
               } else {
-                alignas(32) uint16_t tmp[16];
-                _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
-                std::memcpy(row, tmp, static_cast<size_t>(P) * 2);
+                __m256i r[2];
+                for (int k = 0; k < 2; ++k) {
+                  const __m256i u = _mm256_castps_si256(f[k]);
+                  const __m256i rounded = _mm256_srli_epi32(
+                      _mm256_add_epi32(_mm256_add_epi32(u, half), _mm256_and_si256(_mm256_srli_epi32(u, 16), one)), 16);
+                  r[k] = _mm256_blendv_epi8(rounded, nan, _mm256_castps_si256(_mm256_cmp_ps(f[k], f[k], _CMP_UNORD_Q)));
+                }
+                const __m256i h = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), 0xD8);
+                uint16_t* row = to + py * P;
+                if (py + 1 < P) {  // the 16 - P values past the run are the next run's, written next
+                  _mm256_storeu_si256(reinterpret_cast<__m256i*>(row), h);
+                } else {
+                  alignas(32) uint16_t tmp[16];
+                  _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), h);
+                  std::memcpy(row, tmp, static_cast<size_t>(P) * 2);
+                }
               }
             }
           }
@@ -930,7 +953,7 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
         const int64_t image = task / bands, band = task % bands;  // image: the group of frames in clip mode
         const int64_t y0 = band * band_rows, y1 = std::min(h, y0 + band_rows), rows = y1 - y0;
         std::vector<uint8_t>& buffer = scratch.band;
-        buffer.resize(static_cast<size_t>(frames * C * rows * width + 16));  // + 16: cut_patch_rows_bf16_*'s loads
+        buffer.resize(static_cast<size_t>(frames * C * rows * width + 16));  // + 16: cut_patch_rows_from_band_*'s loads
         const uint8_t* src = buffer.data();
         // The band, resampled, is the source of the affine's own strided walker (affine_cpu_kernels.h).
         with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
@@ -944,14 +967,15 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
           const int64_t frame_stride = p.clip ? frame_elems : 0;
           bool cut = false;
 #if defined(FIN_X86)
-          if constexpr (std::is_same_v<out_t, bfloat16_bits> &&
+          if constexpr ((std::is_same_v<out_t, bfloat16_bits> || std::is_same_v<out_t, float>) &&
                         (cap == CpuCapability::kAvx512 || cap == CpuCapability::kAvx2)) {
             if (whole_rows && (p.patch == 14 || p.patch == 16)) {
-              auto* to = reinterpret_cast<uint16_t*>(y + (image * bands + band) * band_numel);
+              using bits_t = std::conditional_t<std::is_same_v<out_t, float>, float, uint16_t>;
+              auto* to = reinterpret_cast<bits_t*>(y + (image * bands + band) * band_numel);
               if constexpr (cap == CpuCapability::kAvx512) {
-                cut_patch_rows_bf16_avx512(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
+                cut_patch_rows_from_band_avx512(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
               } else {
-                cut_patch_rows_bf16_avx2(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
+                cut_patch_rows_from_band_avx2(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
               }
               cut = true;
             }
