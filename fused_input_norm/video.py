@@ -255,9 +255,8 @@ class FusedVideoProcessor:
         """A video file: the frames sampling picks (from the stream's frame count and fps), and only those,
         decoded."""
         video = EncodedVideo(item, name, self._decode_device)
-        if settings.do_sample_frames:
+        if settings.do_sample_frames:  # from the stream's own count: in range (decoded arrays' metadata may not be)
             indices = self._sample(video.total, video.fps, settings, name)
-            _check_indices(indices, video.total, name)
         else:
             indices = list(range(video.total))
         frames = clip_frames(video.frames(indices), name, settings.do_convert_rgb, self.norm.channel)

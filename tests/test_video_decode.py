@@ -25,7 +25,8 @@ def _torchcodec_missing() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_torchcodec_missing() is not None, reason=str(_torchcodec_missing()))
+TORCHCODEC_MISSING = _torchcodec_missing()
+pytestmark = pytest.mark.skipif(TORCHCODEC_MISSING is not None, reason=str(TORCHCODEC_MISSING))
 video_utils = pytest.importorskip("transformers.video_utils", reason="transformers is not installed")
 
 
