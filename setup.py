@@ -22,8 +22,10 @@ import sys
 if not os.environ.get("CUDA_HOME") and not os.environ.get("CUDA_PATH") and os.path.exists("/usr/local/cuda/bin/nvcc"):
     os.environ["CUDA_HOME"] = "/usr/local/cuda"
 
+import setuptools
 import torch
 from setuptools import setup
+from setuptools.dist import Distribution
 from torch.utils.cpp_extension import (
     CUDA_HOME,
     IS_HIP_EXTENSION,
@@ -33,9 +35,10 @@ from torch.utils.cpp_extension import (
 )
 
 # The oldest torch the extension supports, as the stable headers encode versions (major, minor bytes first).
-# 2.13 because the CUDA glue reads the current stream's native handle (torch::stable::accelerator::Stream::
-# nativeHandle); keep pyproject.toml's torch>= in step.
-TORCH_TARGET_VERSION = "0x020D000000000000"
+# 2.11: every stable API the glue calls is there (2.10 lacks two dtype shims it uses), and the current CUDA
+# stream comes from a C shim libtorch_cuda exports since 2.10 (csrc/cuda_launch.h), not from 2.13's
+# Stream::nativeHandle. Keep pyproject.toml's torch>= and CMakeLists.txt's FIN_TORCH_TARGET_VERSION in step.
+TORCH_TARGET_VERSION = "0x020B000000000000"
 DEFAULT_CUDA_ARCHS = "8.0;9.0+PTX"
 DEFAULT_ROCM_ARCHS = "gfx90a;gfx942"
 
@@ -116,13 +119,33 @@ def extension():
     )
     # CUDAExtension would link libtorch_cuda, libc10_cuda and the shared cudart, none of which a CPU-only
     # torch has; the stable shims are all in libtorch_cpu. ROCm wheels only run on a ROCm torch.
-    ext.libraries = ["torch_cpu", "cudart_static"] if backend == "cuda" else ["torch_cpu", "amdhip64"]
+    # dl: the current stream is read from torch's GPU library without linking it (csrc/cuda_launch.h).
+    ext.libraries = ["torch_cpu", "cudart_static" if backend == "cuda" else "amdhip64", "dl"]
     return ext
 
+
+class ExtensionOnlyDistribution(Distribution):
+    """pyproject.toml's metadata left unread: setuptools < 77 (the one a fresh Python 3.11 venv bundles is
+    65.5) rejects its PEP 639 `license = "Apache-2.0"` before compiling anything. Only for `setup.py build_ext
+    --inplace` (scripts/gpu_check.sh on a machine whose setuptools is whatever its image holds): the
+    extension needs none of the metadata; wheels and pip installs ask for setuptools >= 77 (build-system)."""
+
+    def _get_project_config_files(self, filenames):  # setuptools 61-76's split of INI and TOML config files
+        ini_files, _ = super()._get_project_config_files(filenames)
+        return ini_files, []
+
+
+OLD_SETUPTOOLS = int(setuptools.__version__.split(".")[0]) < 77
+if OLD_SETUPTOOLS and [a for a in sys.argv[1:] if not a.startswith("-")] != ["build_ext"]:
+    sys.exit(
+        f"setuptools {setuptools.__version__} cannot read pyproject.toml (PEP 639 license): only `setup.py "
+        "build_ext --inplace` works with it; for a wheel or pip install, pip install 'setuptools>=77'"
+    )
 
 setup(
     ext_modules=[extension()],
     cmdclass={"build_ext": IncrementalBuildExt},
+    **({"distclass": ExtensionOnlyDistribution, "name": "fused_input_norm"} if OLD_SETUPTOOLS else {}),
     options={
         # torch compiles py_limited_api extensions with Py_LIMITED_API=3.10 (cpp_extension's
         # min_supported_cpython), and requires-python is >=3.10: the wheel is cp310-abi3.

@@ -1,6 +1,7 @@
 // CUDA (and, through hipify, ROCm) implementation: thin glue around the kernels in affine_kernel.h.
-// Device guard and current stream come from torch's stable accelerator API, not libtorch_cuda, and the CUDA
-// runtime is linked statically (setup.py), so the extension also loads on a CPU-only torch.
+// The device guard comes from torch's stable accelerator API and the current stream from the C shim that
+// libtorch_cuda exports (cuda_launch.h), neither by linking libtorch_cuda, and the CUDA runtime is linked
+// statically (setup.py), so the extension also loads on a CPU-only torch.
 #include <cuda_runtime.h>
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
@@ -87,7 +88,7 @@ void run_affine_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
   if (plan.numel == 0) return;
   const int device = input.get_device_index();
   const torch::stable::accelerator::DeviceGuard guard(device);
-  const auto stream = static_cast<cudaStream_t>(torch::stable::accelerator::getCurrentStream(device).nativeHandle());
+  const cudaStream_t stream = current_stream(device);
   const float* w = static_cast<const float*>(weight.const_data_ptr());
   const float* b = static_cast<const float*>(bias.const_data_ptr());
 

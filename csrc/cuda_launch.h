@@ -1,8 +1,9 @@
-// The GPU glue's launch helpers (CUDA, and HIP through hipify): error checks, and grids sized to one
-// resident wave for the grid-stride kernels.
+// The GPU glue's launch helpers (CUDA, and HIP through hipify): the current stream, error checks, and grids
+// sized to one resident wave for the grid-stride kernels.
 #pragma once
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +22,36 @@
   } while (0)
 
 namespace fused_input_norm {
+
+// The stream torch's CUDA (HIP) library holds current for `device`. The stable ABI's accessor for it
+// (Stream::nativeHandle) arrived in torch 2.13; the AOTI C shim below has been exported by libtorch_cuda
+// (libtorch_hip) since 2.10, so reading it keeps the floor at TORCH_TARGET_VERSION (2.11). The extension
+// never links that library (the wheel must load on a CPU-only torch), and torch loads it RTLD_LOCAL, so
+// dlsym(RTLD_DEFAULT) cannot see it: dlopen(RTLD_NOLOAD) finds the copy torch loaded without loading one.
+#if defined(USE_ROCM)
+inline constexpr const char* kTorchGpuLibrary = "libtorch_hip.so";
+#else
+inline constexpr const char* kTorchGpuLibrary = "libtorch_cuda.so";
+#endif
+
+inline cudaStream_t current_stream(int device) {
+  using GetCurrentStream = int32_t (*)(int32_t device_index, void** ret_stream);  // AOTITorchError: 0 = ok
+  static const GetCurrentStream get_current_stream = []() -> GetCurrentStream {
+    void* library = dlopen(kTorchGpuLibrary, RTLD_LAZY | RTLD_NOLOAD);
+    return library ? reinterpret_cast<GetCurrentStream>(dlsym(library, "aoti_torch_get_current_cuda_stream")) : nullptr;
+  }();
+  if (get_current_stream == nullptr) {
+    throw std::runtime_error(std::string("fused_input_norm: cannot read torch's current GPU stream: ") +
+                             kTorchGpuLibrary + " is not loaded or lacks aoti_torch_get_current_cuda_stream" +
+                             " (a GPU build of torch >= 2.10 has both)");
+  }
+  void* stream = nullptr;
+  if (get_current_stream(device, &stream) != 0) {
+    throw std::runtime_error("fused_input_norm: torch could not give the current stream of device " +
+                             std::to_string(device));
+  }
+  return static_cast<cudaStream_t>(stream);
+}
 
 constexpr int kThreads = 256;
 constexpr int kMaxDevices = 64;

@@ -37,7 +37,7 @@ void run_resize_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
                      const ResizePlan& p) {
   const int device = input.get_device_index();
   const torch::stable::accelerator::DeviceGuard guard(device);
-  const auto stream = static_cast<cudaStream_t>(torch::stable::accelerator::getCurrentStream(device).nativeHandle());
+  const cudaStream_t stream = current_stream(device);
   const auto* in = static_cast<const uint8_t*>(input.const_data_ptr());
   constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
 

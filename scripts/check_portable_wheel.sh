@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One wheel, several torch releases: takes one wheel built against torch 2.14.1 (CUDA), checks with nm -D
 # that its extension imports only torch's stable C shims (no mangled c10::/at::/torch:: symbol) and needs no
-# libtorch_cuda or CUDA runtime library, then installs that same file --no-deps next to torch 2.13.0
-# (CPU-only), 2.14.1 (CUDA 13.0) and 2.15.0 (CUDA 13.2) and, from outside the source tree, runs the op
-# tests and the torch.compile/export tests (CPU) in each.
+# libtorch_cuda or CUDA runtime library, then installs that same file --no-deps next to torch 2.11.0 (the
+# floor), 2.12.0, 2.13.0 (CPU-only), 2.14.1 (CUDA 13.0) and 2.15.0 (CUDA 13.2) and, from outside the source
+# tree, runs the op tests and the torch.compile/export tests (CPU) in each.
 #   WHEEL=path/to/fused_input_norm-*.whl   (default: build one with .venv, which must hold torch 2.14.1)
-# The venvs are .venv-cpu (2.13.0), .venv (2.14.1) and .venv-torch215 (2.15.0), created when missing.
+# The venvs are .venv-torch211 (2.11.0: scripts/check_torch_floor.sh's), .venv-torch212 (2.12.0), .venv-cpu
+# (2.13.0), .venv (2.14.1) and .venv-torch215 (2.15.0), created when missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -41,7 +42,8 @@ cp -r tests pyproject.toml "$work/run/"
 
 # venv, torch pin, extra pip arguments. /etc/xdg/pip caps torch at 2.14.1 on this machine; with
 # PIP_CONFIG_FILE=/dev/null pip reads no config file, for the 2.15.0 venv only.
-for spec in ".venv-cpu torch==2.13.0" ".venv torch==2.14.1" ".venv-torch215 torch==2.15.0 PIP_CONFIG_FILE=/dev/null"; do
+for spec in ".venv-torch211 torch==2.11.0" ".venv-torch212 torch==2.12.0" ".venv-cpu torch==2.13.0" ".venv torch==2.14.1" \
+  ".venv-torch215 torch==2.15.0 PIP_CONFIG_FILE=/dev/null"; do
   read -r venv torch_pin pip_env <<< "$spec"
   start=$(date +%s)
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
@@ -70,4 +72,4 @@ PY
   )
   echo "  ($(($(date +%s) - start)) s)"
 done
-echo "one wheel passed on torch 2.13.0 (CPU), 2.14.1 (CUDA 13.0) and 2.15.0 (CUDA 13.2)"
+echo "one wheel passed on torch 2.11.0, 2.12.0, 2.13.0 (CPU), 2.14.1 (CUDA 13.0) and 2.15.0 (CUDA 13.2)"

@@ -233,3 +233,27 @@ def test_build_info():
     assert info["cpu_capability"] in ("default", "avx2", "avx512"), info
     if "cuda" in info["backends"]:
         assert info["cuda_version"] and all(a.startswith("sm_") for a in info["archs"]), info
+
+
+@pytest.mark.skipif(
+    torch.version.cuda is None and torch.version.hip is None,
+    reason="a CPU-only torch has no GPU library: the GPU glue never runs there",
+)
+def test_the_gpu_glue_finds_torchs_current_stream_shim():
+    """csrc/cuda_launch.h reads the current stream through aoti_torch_get_current_cuda_stream, found with
+    dlopen(RTLD_NOLOAD) in the GPU library this torch loaded (never linked: a CPU-only torch has none). The
+    same lookup here, with no GPU needed, on every torch CI runs (2.11 to 2.15); on a GPU, the shim's answer
+    is the stream torch holds current."""
+    import ctypes
+    import os
+
+    name = "libtorch_hip.so" if torch.version.hip else "libtorch_cuda.so"
+    library = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # OSError if torch had not loaded it
+    shim = library.aoti_torch_get_current_cuda_stream  # AttributeError if it were not exported
+    shim.argtypes, shim.restype = [ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int32
+    if torch.cuda.is_available():
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            stream = ctypes.c_void_p()
+            assert shim(torch.cuda.current_device(), ctypes.byref(stream)) == 0
+            assert (stream.value or 0) == side.cuda_stream

@@ -128,7 +128,9 @@ def methods_for(case: Case, x: torch.Tensor, norm: FusedInputNorm) -> dict[str, 
     }
     if case.dim == 1:  # the original formulation; batch_norm takes channels on dim 1 only
         zeros, ones = torch.zeros_like(w), torch.ones_like(w)
-        methods[BATCH_NORM] = lambda: F.batch_norm(x.to(torch.float32), zeros, ones, w, b, False, 0.0, 0.0).to(
+        # eps = 0 in the original; torch 2.11 refuses it, and 1 + tiny rounds to 1 in float32 (the same values).
+        eps = torch.finfo(torch.float32).tiny
+        methods[BATCH_NORM] = lambda: F.batch_norm(x.to(torch.float32), zeros, ones, w, b, False, 0.0, eps).to(
             case.out_dtype
         )
     methods[COPY_VIEW] = lambda: out.copy_(x)
