@@ -100,6 +100,10 @@ def pixels(layout, dtype, gen):
 
 
 def test_entry_point_is_declared():
+    try:
+        importlib.metadata.distribution("fused_input_norm")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("fused_input_norm is imported from a source tree, not installed: no entry points to read")
     (entry,) = [
         e for e in importlib.metadata.entry_points(group="vllm.general_plugins") if e.name == "fused_input_norm"
     ]
