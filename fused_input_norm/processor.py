@@ -121,6 +121,8 @@ class FusedImageProcessor:
         s = self.settings
         if visual_dtype != torch.uint8:  # uint8: the resized bytes (see above)
             check_visual_dtype(_WHERE, visual_dtype)
+        if isinstance(images, torch.Tensor):  # a batch: checked before it is split into images
+            check_strided(_WHERE, "images", images)
         items = intake.as_list(images, _WHERE)
         for i, item in enumerate(items):
             if isinstance(item, torch.Tensor):

@@ -234,6 +234,8 @@ class FusedVideoProcessor:
     # ---- the call's clips: read, sampled and sized before any kernel ----
 
     def _read(self, videos: Any, metadata: Any, settings: VideoSettings) -> list[_Clip]:
+        if isinstance(videos, torch.Tensor):  # a batch: checked before it is split into videos
+            check_strided(_WHERE, "videos", videos)
         items = as_video_list(videos)
         count = len(items)
         metas = metadata_list(metadata, count)
