@@ -4,8 +4,9 @@ that holds a transformers processor (vLLM's multimodal processors) can be handed
 It wraps the transformers image processor it replaces (`upstream`) and resolves every call's kwargs exactly
 as upstream's `preprocess` does (its defaults, then its `_standardize_kwargs`: min_pixels / max_pixels /
 size aliases included). Where the resolved call is one FusedImageProcessor reproduces, it serves it:
-`pixel_values` equal to upstream's (uint8 patch rows when do_rescale and do_normalize are off, float32
-otherwise) and the same `image_grid_thw`. Any other call (a kwarg it does not reproduce, an input type it does
+`pixel_values` equal to upstream's (the resized bytes when do_rescale and do_normalize are off: uint8 rows
+from the torchvision backend, the same values as float32 from the Pil one; float32 otherwise) and the same
+`image_grid_thw`. Any other call (a kwarg it does not reproduce, an input type it does
 not take) goes to upstream unchanged, and the first call of each kind logs why. Every other attribute
 (merge_size, size, get_number_of_image_patches, ...) is upstream's, read AND written: `adapter.size = ...`
 or `setattr(adapter, "do_normalize", False)` sets upstream's attribute, and later calls read it, as they
@@ -215,7 +216,7 @@ class FusedHFImageProcessor(_Adapter):
             return str(e)
         if config["do_rescale"] != config["do_normalize"]:
             return "do_rescale and do_normalize differ (both on, float32, or both off, uint8, are served)"
-        raw = not config["do_rescale"]  # transformers then returns the resized uint8 bytes
+        raw = not config["do_rescale"]  # transformers then returns the resized bytes
         return_tensors = rest.pop("return_tensors", None)
         if return_tensors not in (None, "pt"):
             return f"return_tensors={return_tensors!r} (only 'pt' is served)"
@@ -235,6 +236,10 @@ class FusedHFImageProcessor(_Adapter):
             return f"device={device!r}"
         processor = self._processor(config, device)
         out = processor(list(flat), visual_dtype=torch.uint8 if raw else torch.float32)
+        if raw and self.reference == "pil":  # the Pil backend returns those bytes as float32 values
+            out["pixel_values"] = out["pixel_values"].float()
+        if return_tensors is None and self.reference == "pil":  # and NumPy arrays unless asked for tensors
+            out = {key: value.cpu().numpy() for key, value in out.items()}
         from transformers import BatchFeature
 
         return BatchFeature(data=out, tensor_type=return_tensors)

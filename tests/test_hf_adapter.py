@@ -311,3 +311,21 @@ def test_video_attribute_writes_reach_upstream_and_later_calls(monkeypatch, mode
     assert pv.dtype == ref.dtype and pv.shape == ref.shape
     assert torch.equal(pv, ref) if pv.dtype == torch.uint8 else float((pv - ref).abs().max()) <= 1e-6
     assert pv.shape != before["pixel_values_videos"].shape or pv.dtype != before["pixel_values_videos"].dtype
+
+
+def test_the_pil_backend_served_with_rescale_and_normalize_off_gives_its_float32_bytes(monkeypatch):
+    """transformers' Pil backend returns the resized bytes as float32 values (its torchvision backend as uint8),
+    as NumPy arrays without return_tensors: the adapter over it returns the same types and values, served."""
+    pil = pytest.importorskip("transformers.models.qwen2_vl.image_processing_pil_qwen2_vl").Qwen2VLImageProcessorPil
+    ours, theirs = FusedHFImageProcessor(pil(max_pixels=200704)), pil(max_pixels=200704)
+    _forbid_upstream_preprocess(monkeypatch, ours)
+    for kwargs in ({"do_rescale": False, "do_normalize": False}, {}):
+        got, expected = ours(images()[:3], **kwargs), theirs(images()[:3], **kwargs)
+        for key in ("pixel_values", "image_grid_thw"):  # NumPy arrays without return_tensors, as the Pil backend's
+            assert type(got[key]) is type(expected[key]) is np.ndarray and got[key].dtype == expected[key].dtype
+        got, expected = (
+            ours(images()[:3], return_tensors="pt", **kwargs),
+            theirs(images()[:3], return_tensors="pt", **kwargs),
+        )
+        assert got["pixel_values"].dtype == expected["pixel_values"].dtype == torch.float32
+        _assert_same(got, expected)
