@@ -39,6 +39,7 @@ from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLIm
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import Qwen2VLImageProcessor  # noqa: E402
 from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor  # noqa: E402
 from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor  # noqa: E402
+from transformers_suite_plugin import adapted, refuse_handback  # noqa: E402
 
 from fused_input_norm import hf_adapter  # noqa: E402
 from fused_input_norm.hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor  # noqa: E402
@@ -64,26 +65,10 @@ image_common = _load("test_image_processing_common")
 video_common = _load("test_video_processing_common")
 
 
-def adapted(upstream_class: type, adapter: type) -> type:
-    """upstream_class as the tests use it (constructor, from_dict, from_pretrained, from_json_file, class
-    attributes), except that every instance it makes is `adapter(instance)`."""
-
-    def __new__(cls, *args, **kwargs):
-        return adapter(upstream_class(*args, **kwargs))
-
-    return type(
-        upstream_class.__name__, (upstream_class,), {"__new__": __new__, "__module__": upstream_class.__module__}
-    )
-
-
 def forbid_fallback(test: unittest.TestCase) -> None:
     """A call the adapter hands back to transformers fails the test, naming why."""
-
-    def refuse(self, reason):
-        raise AssertionError(f"{type(self).__name__} handed the call back to transformers: {reason}")
-
     original = hf_adapter._Adapter._handed_back
-    hf_adapter._Adapter._handed_back = refuse
+    hf_adapter._Adapter._handed_back = refuse_handback
     test.addCleanup(setattr, hf_adapter._Adapter, "_handed_back", original)
 
 
