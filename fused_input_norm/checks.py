@@ -16,6 +16,10 @@ OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 RESIZE_OUTPUT_DTYPES = (torch.uint8, *OUTPUT_DTYPES)
 RESAMPLE_FILTERS = ("bilinear", "bicubic")
 CHANNEL_DIMS = (-3, -1)  # channels first ([..., C, H, W]) or last ([..., H, W, C])
+# The most bytes one processor call may allocate for its output (64 GiB: more than any one accelerator or
+# host this serves holds for a single batch). A config or a call asking for more (a patch_size or min_pixels
+# in the millions) is refused by name before anything is allocated, not by the allocator.
+MAX_OUTPUT_BYTES = 1 << 36
 
 
 def is_int(value: object) -> bool:
@@ -37,6 +41,28 @@ def positive_int(where: str, name: str, value: object) -> int:
     if not is_int(value) or value < 1:
         raise ValueError(f"{where}: {name} must be an int >= 1, got {value!r}")
     return value
+
+
+def check_output_size(where: str, name: str, shape: Sequence[int], dtype: torch.dtype) -> None:
+    """Refuses an output over MAX_OUTPUT_BYTES, before it is allocated."""
+    size = math.prod(shape) * dtype.itemsize
+    if size > MAX_OUTPUT_BYTES:
+        raise ValueError(
+            f"{where}: {name} would be {list(shape)} {dtype} ({size / 2**30:.1f} GiB), over the "
+            f"{MAX_OUTPUT_BYTES >> 30} GiB one call may allocate (MAX_OUTPUT_BYTES): lower the config's or the "
+            f"call's size (max_pixels), patch_size or merge_size, or send fewer images per call"
+        )
+
+
+def check_strided(where: str, name: str, tensor: torch.Tensor) -> None:
+    """A dense tensor with data: sparse, mkldnn and nested layouts have no strided pixels to read, and a meta
+    tensor has no pixels at all."""
+    if tensor.layout != torch.strided:
+        raise TypeError(f"{where}: {name} must be a dense (strided) tensor, got layout {tensor.layout}")
+    if tensor.is_nested:
+        raise TypeError(f"{where}: {name} must be a dense (strided) tensor, got a nested tensor")
+    if tensor.device.type == "meta":
+        raise ValueError(f"{where}: {name} is a meta tensor: it has a shape but no pixels to process")
 
 
 def dtype_names(dtypes: Iterable[torch.dtype]) -> str:

@@ -9,8 +9,8 @@ import json
 import os
 from collections.abc import Mapping
 
-from .checks import is_int, positive_int
-from .geometry import QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, QWEN_VIDEO_MAX_PIXELS, QWEN_VIDEO_MIN_PIXELS
+from .checks import is_int, is_number, positive_int
+from .geometry import MAX_SIDE, QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, QWEN_VIDEO_MAX_PIXELS, QWEN_VIDEO_MIN_PIXELS
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]  # OPENAI_CLIP_MEAN, also Qwen-VL's
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
@@ -107,6 +107,7 @@ def read(config: Mapping | str | os.PathLike, where: str) -> Mapping:
     """The image processor's keys from a dict, a JSON file or a model directory. A processor config that nests
     them under "image_processor" (transformers 5) is unwrapped, as vLLM's loader does."""
     if not isinstance(config, Mapping):
+        _check_path(config, where)
         if os.path.isdir(config):
             found = [os.path.join(config, name) for name in CONFIG_FILES if os.path.isfile(os.path.join(config, name))]
             if not found:
@@ -115,9 +116,24 @@ def read(config: Mapping | str | os.PathLike, where: str) -> Mapping:
             # A processor_config.json may describe only the tokenizer's side; then the flat file holds the keys.
             return next((c for c in candidates if any(k in c for k in NORMALIZE_KEYS)), candidates[-1])
         with open(config, encoding="utf-8") as f:
-            config = json.load(f)
+            config = _mapping(json.load(f), f"{where}: {os.fspath(config)!r}")
     nested = config.get("image_processor")
     return nested if isinstance(nested, Mapping) else config
+
+
+def _check_path(config: object, where: str) -> None:
+    if not isinstance(config, str | os.PathLike):
+        raise TypeError(
+            f"{where}: config must be a mapping (a dict of the processor's keys), a JSON file's path or a model "
+            f"directory, got {type(config).__name__}"
+        )
+
+
+def _mapping(value: object, what: str) -> Mapping:
+    """A JSON file's content, which must be an object of keys (not a list, null or a bare value)."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} must hold a JSON object (the processor's keys), got {type(value).__name__}")
+    return value
 
 
 def kind_of(config: Mapping) -> str | None:
@@ -150,17 +166,56 @@ def normalization(config: Mapping, where: str, kind: str | None = None, table: M
     """The rescale and normalize of any image processor config, its class's defaults filling what it omits
     (a video processor's: its kind and VIDEO_DEFAULTS)."""
     get = _getter(config, kind_of(config) if table is DEFAULTS else kind, where, table)
-    mean, std = get("image_mean"), get("image_std")
-    sized = [v for v in (mean, std) if hasattr(v, "__len__") and not isinstance(v, str | bytes | Mapping)]
+    mean, std, factor = get("image_mean"), get("image_std"), get("rescale_factor")
+    # Checked whether or not they are used: a string or a bool where a number belongs is a broken config
+    # (float("0.5") or float(True) would otherwise quietly pass).
+    if not is_number(factor):
+        raise TypeError(f"{where}: rescale_factor must be a number (not a string or a bool), got {factor!r}")
+    for key, value in (("image_mean", mean), ("image_std", std)):
+        _check_numbers(where, key, value)
+    sized = [v for v in (mean, std) if not is_number(v)]
     channel = len(sized[0]) if sized else 3
-    rescale = float(get("rescale_factor")) if get("do_rescale") else 1.0
+    rescale = float(factor) if get("do_rescale") else 1.0
     if not get("do_normalize"):
         mean, std = 0.0, 1.0
     return Normalization(mean, std, rescale, channel)
 
 
+def _check_numbers(where: str, key: str, value: object) -> None:
+    """A number or a list of numbers (a config's mean or std); bool and strings are not numbers here."""
+    if is_number(value):
+        return
+    if not isinstance(value, list | tuple) or not value:
+        raise TypeError(f"{where}: {key} must be a number or a non-empty list of numbers, got {value!r}")
+    for i, v in enumerate(value):
+        if not is_number(v):
+            raise TypeError(f"{where}: {key}[{i}] must be a number (not a string or a bool), got {v!r}")
+
+
+def _side(where: str, name: str, value: object) -> int:
+    """A positive int below MAX_SIDE: an image side (or a patch) the resize op can produce."""
+    value = positive_int(where, name, value)
+    if value >= MAX_SIDE:
+        raise ValueError(f"{where}: {name} must be below {MAX_SIDE} (2^24, the largest image side), got {value}")
+    return value
+
+
+def _patches(where: str, get, keys: tuple[str, ...] = ("patch_size", "temporal_patch_size", "merge_size")) -> dict:
+    """Qwen-VL's patch_size, temporal_patch_size and merge_size: positive ints, and a patch_size * merge_size
+    (the side every resized image is a multiple of) below MAX_SIDE."""
+    patches = {k: positive_int(where, k, get(k)) for k in keys}
+    factor = patches["patch_size"] * patches["merge_size"]
+    if factor >= MAX_SIDE:
+        raise ValueError(
+            f"{where}: patch_size * merge_size must be below {MAX_SIDE} (2^24, the largest image side), got "
+            f"{patches['patch_size']} * {patches['merge_size']} = {factor}"
+        )
+    return patches
+
+
 def resolve(config: Mapping, where: str) -> ProcessorSettings:
     """Everything a supported processor does with this config; an unsupported type or a contradiction refused."""
+    config = _mapping(config, f"{where}: config")
     kind = kind_of(config)
     if kind is None:
         supported = ", ".join(f"{t}(Fast/Pil)" for t in TYPES)
@@ -187,10 +242,7 @@ def resolve(config: Mapping, where: str) -> ProcessorSettings:
                 f"{where}: crop_size {crop[0]}x{crop[1]} is larger than the resize gives (size {size}): the config "
                 f"contradicts itself"
             )
-    patches = {}
-    if kind == "qwen2_vl":
-        for key in ("patch_size", "temporal_patch_size", "merge_size"):
-            patches[key] = positive_int(where, key, get(key))
+    patches = _patches(where, get) if kind == "qwen2_vl" else {}
     return ProcessorSettings(
         kind=kind,
         do_resize=get("do_resize"),
@@ -243,9 +295,9 @@ def _size(kind: str, config: Mapping, where: str, table: Mapping = DEFAULTS) -> 
     elif isinstance(size, list | tuple) and len(size) == 2:  # get_size_dict: (height, width)
         size = {"height": size[0], "width": size[1]}
     if isinstance(size, Mapping) and set(size) == {"shortest_edge"}:
-        return {"shortest_edge": positive_int(where, "size['shortest_edge']", size["shortest_edge"])}
+        return {"shortest_edge": _side(where, "size['shortest_edge']", size["shortest_edge"])}
     if isinstance(size, Mapping) and set(size) == {"height", "width"}:
-        return {k: positive_int(where, f"size[{k!r}]", size[k]) for k in ("height", "width")}
+        return {k: _side(where, f"size[{k!r}]", size[k]) for k in ("height", "width")}
     raise ValueError(f"{where}: size must be {{'shortest_edge'}} or {{'height', 'width'}}, got {size!r}")
 
 
@@ -256,7 +308,7 @@ def _crop_size(value: object, where: str) -> tuple[int, int]:
         value = {"height": value[0], "width": value[1]}
     if not isinstance(value, Mapping) or set(value) != {"height", "width"}:
         raise ValueError(f"{where}: crop_size must be an int or {{'height', 'width'}}, got {value!r}")
-    return tuple(positive_int(where, f"crop_size[{k!r}]", value[k]) for k in ("height", "width"))
+    return tuple(_side(where, f"crop_size[{k!r}]", value[k]) for k in ("height", "width"))
 
 
 # ---- video processors ----------------------------------------------------------------------------------
@@ -331,11 +383,12 @@ def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
     """The video processor's keys from a dict, a JSON file or a model directory, found where transformers'
     AutoVideoProcessor finds them; a processor config nesting them under "video_processor" is unwrapped."""
     if not isinstance(config, Mapping):
+        _check_path(config, where)
         if os.path.isdir(config):
             nested = os.path.join(config, "processor_config.json")
             if os.path.isfile(nested):
                 with open(nested, encoding="utf-8") as f:
-                    processor = json.load(f)
+                    processor = _mapping(json.load(f), f"{where}: {nested!r}")
                 if isinstance(processor.get("video_processor"), Mapping):
                     return processor["video_processor"]
             found = [os.path.join(config, n) for n in VIDEO_CONFIG_FILES if os.path.isfile(os.path.join(config, n))]
@@ -346,7 +399,7 @@ def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
                 )
             config = found[0]
         with open(config, encoding="utf-8") as f:
-            config = json.load(f)
+            config = _mapping(json.load(f), f"{where}: {os.fspath(config)!r}")
     nested = config.get("video_processor")
     return nested if isinstance(nested, Mapping) else config
 
@@ -367,6 +420,7 @@ def video_kind_of(config: Mapping) -> str | None:
 def resolve_video(config: Mapping, where: str) -> VideoSettings:
     """Everything a supported video processor does with this config; an unsupported type or a bad value
     refused, before any video is read."""
+    config = _mapping(config, f"{where}: config")
     kind = video_kind_of(config)
     if kind is None:
         supported = ", ".join(f"{t}(Fast)" for t in VIDEO_TYPES)
@@ -378,7 +432,7 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
     get = _getter(config, kind, where, VIDEO_DEFAULTS)
     if config.get("do_pad"):
         raise ValueError(f"{where}: do_pad is not implemented (the Qwen-VL video processors do not pad)")
-    patches = {k: positive_int(where, k, get(k)) for k in ("patch_size", "temporal_patch_size", "merge_size")}
+    patches = _patches(where, get)
     frames = {k: positive_int(where, k, get(k)) for k in ("min_frames", "max_frames", "max_video_tokens")}
     fps = get("fps")
     if fps is not None and (not isinstance(fps, int | float) or isinstance(fps, bool) or not fps > 0):

@@ -4,16 +4,25 @@ that holds a transformers processor (vLLM's multimodal processors) can be handed
 It wraps the transformers image processor it replaces (`upstream`) and resolves every call's kwargs exactly
 as upstream's `preprocess` does (its defaults, then its `_standardize_kwargs`: min_pixels / max_pixels /
 size aliases included). Where the resolved call is one FusedImageProcessor reproduces, it serves it:
-`pixel_values` equal to upstream's (uint8 patch rows when do_rescale and do_normalize are off, float32
-otherwise) and the same `image_grid_thw`. Any other call (a kwarg it does not reproduce, an input type it does
+`pixel_values` equal to upstream's (the resized bytes when do_rescale and do_normalize are off: uint8 rows
+from the torchvision backend, the same values as float32 from the Pil one; float32 otherwise) and the same
+`image_grid_thw`. Any other call (a kwarg it does not reproduce, an input type it does
 not take) goes to upstream unchanged, and the first call of each kind logs why. Every other attribute
-(merge_size, size, get_number_of_image_patches, ...) is upstream's.
+(merge_size, size, get_number_of_image_patches, ...) is upstream's, read AND written: `adapter.size = ...`
+or `setattr(adapter, "do_normalize", False)` sets upstream's attribute, and later calls read it, as they
+would on transformers' processor (vLLM writes such attributes for some models).
+
+Each adapter keeps at most MAX_PROCESSORS FusedImageProcessors / FusedVideoProcessors (one per distinct
+resolved config and device, least recently used dropped first), so per-request kwargs from a client cannot
+grow it without bound; a dropped config is rebuilt on its next call (a few hundred microseconds).
 
 Imports transformers only when called: importing this module never does.
 """
 
 import logging
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -46,6 +55,93 @@ _CONFIG_KEYS = (
 )
 # Kwargs that must be off (None or False) to be reproduced.
 _OFF = ("do_center_crop", "crop_size", "do_pad", "pad_size", "input_data_format")
+# How many processors (distinct resolved configs x devices) one adapter keeps: a server sees one or a few
+# (float32 and uint8 output, a per-request max_pixels); more are rebuilt on demand rather than kept forever.
+MAX_PROCESSORS = 8
+# How many distinct reasons for handing a call to transformers one adapter logs (each once): a reason can
+# carry a client's value, so the set of those already logged is bounded too.
+MAX_LOGGED_REASONS = 64
+
+
+class _Processors:
+    """A thread-safe LRU of processors by key, at most `limit` of them; `build()` runs outside the lock (two
+    threads may build the same one; one of them is kept)."""
+
+    def __init__(self, limit: int = MAX_PROCESSORS):
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._items: OrderedDict = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: tuple, build: Callable[[], Any]) -> Any:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+                return item
+        item = build()
+        with self._lock:
+            item = self._items.setdefault(key, item)
+            self._items.move_to_end(key)
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+        return item
+
+    def __getstate__(self) -> dict:  # a lock does not pickle or deepcopy: a copy starts empty
+        return {"limit": self.limit}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["limit"])
+
+
+class _Adapter:
+    """What both adapters share: their own few attributes (_OWN), every other one upstream's (read, written
+    and deleted there), the bounded processor cache, and the once-per-reason log of calls handed back."""
+
+    _OWN = frozenset({"upstream", "reference", "_processors", "_logged", "_log"})
+
+    def __init__(self, upstream: Any, reference: str, log: logging.Logger):
+        self.upstream = upstream
+        self.reference = reference
+        self._processors = _Processors()
+        self._logged: set[str] = set()
+        self._log = log  # the host's logger (vLLM's), where its users read why a call went to transformers
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names this class lacks: upstream's attributes and methods. (`upstream` itself
+        # is missing only on a half-built object, e.g. while unpickling: no recursion then.)
+        if name == "upstream":
+            raise AttributeError(name)
+        return getattr(self.upstream, name)
+
+    def _owns(self, name: str) -> bool:
+        """The adapter's own state and its class's names (its methods: patching `adapter.preprocess` in a test
+        patches the adapter's); every other name is upstream's."""
+        return name in self._OWN or hasattr(type(self), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Written where calls read it: a write on the wrapper alone would be silently ignored.
+        if self._owns(name):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.upstream, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if self._owns(name):
+            object.__delattr__(self, name)
+        else:
+            delattr(self.upstream, name)
+
+    def _handed_back(self, reason: str) -> None:
+        """Logs why transformers serves a call, once per reason (at most MAX_LOGGED_REASONS of them)."""
+        if reason in self._logged or len(self._logged) > MAX_LOGGED_REASONS:
+            return
+        self._logged.add(reason)
+        if len(self._logged) > MAX_LOGGED_REASONS:
+            reason = f"{reason} (further reasons are not logged: {MAX_LOGGED_REASONS} already were)"
+        self._log.info("fused_input_norm: transformers' %s serves this call: %s", type(self.upstream).__name__, reason)
 
 
 def reference_of(upstream: object) -> str | None:
@@ -77,27 +173,16 @@ def unsupported(upstream: object) -> str | None:
     return None
 
 
-class FusedHFImageProcessor:
+class FusedHFImageProcessor(_Adapter):
     """A transformers Qwen-VL image processor's interface (`__call__`/`preprocess(images, **kwargs)` returning
-    a BatchFeature, and every attribute of `upstream`), served by FusedImageProcessor where it reproduces the
-    call; see the module docstring."""
+    a BatchFeature, and every attribute of `upstream`, read and written), served by FusedImageProcessor where
+    it reproduces the call; at most MAX_PROCESSORS of those kept; see the module docstring."""
 
     def __init__(self, upstream: Any, log: logging.Logger = logger):
         reason = unsupported(upstream)
         if reason is not None:
             raise ValueError(f"FusedHFImageProcessor: cannot serve {type(upstream).__name__}: {reason}")
-        self.upstream = upstream
-        self.reference = reference_of(upstream)
-        self._processors: dict[tuple, FusedImageProcessor] = {}
-        self._logged: set[str] = set()
-        self._log = log  # the host's logger (vLLM's), where its users read why a call went to transformers
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names this class lacks: upstream's attributes and methods. (`upstream` itself
-        # is missing only on a half-built object, e.g. while unpickling: no recursion then.)
-        if name == "upstream":
-            raise AttributeError(name)
-        return getattr(self.upstream, name)
+        super().__init__(upstream, reference_of(upstream), log)
 
     def __repr__(self) -> str:
         return f"FusedHFImageProcessor(reference={self.reference!r}, upstream={type(self.upstream).__name__})"
@@ -108,11 +193,7 @@ class FusedHFImageProcessor:
     def preprocess(self, images: Any, *args: Any, **kwargs: Any) -> Any:
         served = self._serve(images, args, kwargs)
         if isinstance(served, str):
-            if served not in self._logged:
-                self._logged.add(served)
-                self._log.info(
-                    "fused_input_norm: transformers' %s serves this call: %s", type(self.upstream).__name__, served
-                )
+            self._handed_back(served)
             return self.upstream.preprocess(images, *args, **kwargs)
         return served
 
@@ -120,7 +201,7 @@ class FusedHFImageProcessor:
         """The BatchFeature, or why this call goes to upstream."""
         if args:
             return "positional arguments after images"
-        flat = images if isinstance(images, list | tuple) else [images]
+        flat = _flat(images)
         if not flat:
             return "no images"
         if any(not _is_image(image) for image in flat):
@@ -135,7 +216,7 @@ class FusedHFImageProcessor:
             return str(e)
         if config["do_rescale"] != config["do_normalize"]:
             return "do_rescale and do_normalize differ (both on, float32, or both off, uint8, are served)"
-        raw = not config["do_rescale"]  # transformers then returns the resized uint8 bytes
+        raw = not config["do_rescale"]  # transformers then returns the resized bytes
         return_tensors = rest.pop("return_tensors", None)
         if return_tensors not in (None, "pt"):
             return f"return_tensors={return_tensors!r} (only 'pt' is served)"
@@ -155,17 +236,30 @@ class FusedHFImageProcessor:
             return f"device={device!r}"
         processor = self._processor(config, device)
         out = processor(list(flat), visual_dtype=torch.uint8 if raw else torch.float32)
+        if raw and self.reference == "pil":  # the Pil backend returns those bytes as float32 values
+            out["pixel_values"] = out["pixel_values"].float()
+        if return_tensors is None and self.reference == "pil":  # and NumPy arrays unless asked for tensors
+            out = {key: value.cpu().numpy() for key, value in out.items()}
         from transformers import BatchFeature
 
         return BatchFeature(data=out, tensor_type=return_tensors)
 
     def _processor(self, config: dict, device: torch.device) -> FusedImageProcessor:
-        key = (repr(sorted(config.items())), str(device))
-        processor = self._processors.get(key)
-        if processor is None:
-            processor = FusedImageProcessor.from_preprocessor_config(config, device=device, reference=self.reference)
-            self._processors[key] = processor
-        return processor
+        return self._processors.get(
+            (repr(sorted(config.items())), str(device)),
+            lambda: FusedImageProcessor.from_preprocessor_config(config, device=device, reference=self.reference),
+        )
+
+
+def _flat(images: Any) -> list:
+    """The images of a call as transformers' make_flat_list_of_images lists them: one image, a list of them,
+    or one level of nesting (a list of lists of images, some possibly empty) flattened into one batch. Any
+    other structure is returned as a list of its items, which _serve then hands to upstream."""
+    if not isinstance(images, list | tuple):
+        return [images]
+    if images and all(isinstance(group, list | tuple) for group in images):
+        return [image for group in images for image in group]
+    return list(images)
 
 
 def _is_image(image: object) -> bool:
@@ -229,28 +323,19 @@ def _video_config(upstream: Any) -> dict:
     return config
 
 
-class FusedHFVideoProcessor:
+class FusedHFVideoProcessor(_Adapter):
     """A transformers Qwen-VL video processor whose resize, normalize and patch rows FusedVideoProcessor computes:
     upstream's own `preprocess` runs (its kwarg checks, frame sampling, metadata, return_metadata) with this
     object as `self`, so only its `_preprocess` (the per-frame work) is replaced; a call that step does not
     reproduce goes to upstream's `_preprocess`, with one log line per reason. Every other attribute is
-    upstream's."""
+    upstream's, read and written (`adapter.do_sample_frames = True` sets upstream's, which its preprocess
+    reads); one FusedVideoProcessor per device, at most MAX_PROCESSORS."""
 
     def __init__(self, upstream: Any, log: logging.Logger = logger):
         reason = unsupported_video(upstream)
         if reason is not None:
             raise ValueError(f"FusedHFVideoProcessor: cannot serve {type(upstream).__name__}: {reason}")
-        self.upstream = upstream
-        self.reference = "torchvision"  # transformers' video processors have no other backend
-        self._config = _video_config(upstream)
-        self._processors: dict[str, FusedVideoProcessor] = {}
-        self._logged: set[str] = set()
-        self._log = log
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "upstream":
-            raise AttributeError(name)
-        return getattr(self.upstream, name)
+        super().__init__(upstream, "torchvision", log)  # transformers' video processors have no other backend
 
     def __repr__(self) -> str:
         return f"FusedHFVideoProcessor(upstream={type(self.upstream).__name__})"
@@ -264,11 +349,7 @@ class FusedHFVideoProcessor:
     def _preprocess(self, videos: list, **kwargs: Any) -> Any:
         served = self._serve(videos, kwargs)
         if isinstance(served, str):
-            if served not in self._logged:
-                self._logged.add(served)
-                self._log.info(
-                    "fused_input_norm: transformers' %s serves this call: %s", type(self.upstream).__name__, served
-                )
+            self._handed_back(served)
             return type(self.upstream)._preprocess(self.upstream, videos, **kwargs)
         return served
 
@@ -305,8 +386,8 @@ class FusedHFVideoProcessor:
         leftover = {k: v for k, v in rest.items() if k not in _VIDEO_SAMPLED and v is not None}
         if leftover:
             return f"kwargs it does not reproduce: {sorted(leftover)}"
-        processor = self._processor(devices.pop())
         try:
+            processor = self._processor(devices.pop())
             out = processor(
                 list(videos),
                 visual_dtype=torch.uint8 if raw else torch.float32,
@@ -320,10 +401,11 @@ class FusedHFVideoProcessor:
         return BatchFeature(data=out, tensor_type=return_tensors)
 
     def _processor(self, device: torch.device) -> FusedVideoProcessor:
-        processor = self._processors.get(str(device))
-        if processor is None:
-            processor = FusedVideoProcessor.from_preprocessor_config(
-                self._config, device=device, reference=self.reference
-            )
-            self._processors[str(device)] = processor
-        return processor
+        # Keyed by device alone: upstream's preprocess passes every setting of the call (its attributes as
+        # they are now, a call's kwargs on top) to _preprocess, and _serve hands them all on as overrides.
+        return self._processors.get(
+            (str(device),),
+            lambda: FusedVideoProcessor.from_preprocessor_config(
+                _video_config(self.upstream), device=device, reference=self.reference
+            ),
+        )

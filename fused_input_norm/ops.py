@@ -86,6 +86,9 @@ def resize_affine_out(
     A uint8 `out` holds the result rounded (ties to even) and clamped to [0, 255]: with weight 1 and bias 0,
     the resampled bytes themselves in the layout, for an engine that normalizes later (vLLM's
     mm_device_do_normalize)."""
+    _check_types(
+        "resize_affine_out", 1, out=out, input=input, weight=weight, bias=bias, row_plan=row_plan, col_plan=col_plan
+    )
     try:
         _RESIZE_AFFINE_OUT(
             out,
@@ -105,11 +108,20 @@ def resize_affine_out(
         raise _typed(error) from None
 
 
+_OPTIONAL = ("row_plan", "col_plan")  # resize_affine_out's plans: None for an axis that keeps its size
+
+
 def _check_types(op: str, dim: object, **tensors: object) -> None:
-    # The dispatcher would reject these too, but as a RuntimeError; a wrong Python type is a TypeError.
+    # The dispatcher would reject these too, but as a RuntimeError (a wrong Python type) or a
+    # NotImplementedError from inside (a sparse or mkldnn layout, which no kernel is registered for).
     for name, value in tensors.items():
+        if value is None and name in _OPTIONAL:
+            continue
         if not isinstance(value, Tensor):
             raise TypeError(f"fused_input_norm.{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
+        if value.layout != torch.strided or value.is_nested:
+            layout = "nested" if value.is_nested else str(value.layout)
+            raise TypeError(f"fused_input_norm.{op}: {name} must be a dense (strided) tensor, got layout {layout}")
     if not is_int(dim):
         raise TypeError(f"fused_input_norm.{op}: dim must be an int, got {type(dim).__name__}")
 

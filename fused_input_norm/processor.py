@@ -16,7 +16,7 @@ import torch
 
 from . import config as configs
 from . import images as intake
-from .checks import check_visual_dtype, image_name
+from .checks import check_output_size, check_strided, check_visual_dtype, image_name
 from .geometry import MAX_ASPECT_RATIO, center_crop_box, patch_grid, shortest_edge_size, smart_resize
 from .module import FusedInputNorm
 from .resize import PlanCache, check_reference, resize_into
@@ -121,21 +121,28 @@ class FusedImageProcessor:
         s = self.settings
         if visual_dtype != torch.uint8:  # uint8: the resized bytes (see above)
             check_visual_dtype(_WHERE, visual_dtype)
-        decoded = intake.decode_all(
-            intake.as_list(images, _WHERE), self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder
-        )
+        if isinstance(images, torch.Tensor):  # a batch: checked before it is split into images
+            check_strided(_WHERE, "images", images)
+        items = intake.as_list(images, _WHERE)
+        for i, item in enumerate(items):
+            if isinstance(item, torch.Tensor):
+                check_strided(_WHERE, image_name(i, len(items)), item)
+        decoded = intake.decode_all(items, self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder)
         layout = self._layout([image.shape[-2:] for image, _ in decoded])
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
         weight, bias = norm.affine_constants(self.device, _WHERE)
         channel = self.norm.channel
         if layout.rows is not None:
             patches = (s.temporal_patch_size, s.patch_size, s.merge_size)
-            row_elems = channel * s.temporal_patch_size * s.patch_size**2
-            out = torch.empty(sum(layout.rows), row_elems, dtype=visual_dtype, device=self.device)
+            shape = (sum(layout.rows), channel * s.temporal_patch_size * s.patch_size**2)
+            check_output_size(_WHERE, "pixel_values", shape, visual_dtype)
+            out = torch.empty(shape, dtype=visual_dtype, device=self.device)
             slices = out.split(layout.rows)
         else:
             patches = ()
-            out = torch.empty(len(decoded), channel, *layout.crops[0][2:], dtype=visual_dtype, device=self.device)
+            shape = (len(decoded), channel, *layout.crops[0][2:])
+            check_output_size(_WHERE, "pixel_values", shape, visual_dtype)
+            out = torch.empty(shape, dtype=visual_dtype, device=self.device)
             slices = out.unsqueeze(1)
         for (image, source), size, crop, image_out in zip(decoded, layout.sizes, layout.crops, slices, strict=True):
             pixels = intake.to_device_rgb(image, source, self.device, s.do_convert_rgb, self.reference)

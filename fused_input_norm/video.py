@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from . import config as configs
-from .checks import check_visual_dtype
+from .checks import check_output_size, check_strided, check_visual_dtype
 from .geometry import smart_resize, smart_resize_clip
 from .module import FusedInputNorm
 from .resize import PlanCache, check_reference, resize_into
@@ -177,7 +177,9 @@ class FusedVideoProcessor:
         weight, bias = norm.affine_constants(self.device, _WHERE)
         temporal, patch, merge = settings.temporal_patch_size, settings.patch_size, settings.merge_size
         rows = [t * h * w for t, h, w in (clip.grid for clip in clips)]
-        out = torch.empty(sum(rows), norm.channel * temporal * patch**2, dtype=visual_dtype, device=self.device)
+        shape = (sum(rows), norm.channel * temporal * patch**2)
+        check_output_size(_WHERE, "pixel_values_videos", shape, visual_dtype)
+        out = torch.empty(shape, dtype=visual_dtype, device=self.device)
         patches = (temporal, patch, merge)
         for clip, clip_out in zip(clips, out.split(rows), strict=True):
             frames = clip.frames.to(self.device, non_blocking=clip.frames.device.type == "cpu")
@@ -232,6 +234,8 @@ class FusedVideoProcessor:
     # ---- the call's clips: read, sampled and sized before any kernel ----
 
     def _read(self, videos: Any, metadata: Any, settings: VideoSettings) -> list[_Clip]:
+        if isinstance(videos, torch.Tensor):  # a batch: checked before it is split into videos
+            check_strided(_WHERE, "videos", videos)
         items = as_video_list(videos)
         count = len(items)
         metas = metadata_list(metadata, count)
@@ -241,6 +245,9 @@ class FusedVideoProcessor:
             if is_encoded(item):
                 clips.append(self._read_encoded(item, name, settings))
                 continue
+            for frame in item if isinstance(item, list | tuple) else [item]:
+                if isinstance(frame, torch.Tensor):
+                    check_strided(_WHERE, name, frame)
             frames = clip_frames(item, name, settings.do_convert_rgb, self.norm.channel)
             if settings.do_sample_frames:
                 total, fps = total_and_fps(metas[i], frames.shape[0], name)

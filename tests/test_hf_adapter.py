@@ -140,3 +140,192 @@ def test_video_calls_it_does_not_reproduce_go_to_transformers(caplog):
     assert "do_rescale and do_normalize differ" in caplog.text
     assert unsupported_video(qwen.Qwen2VLImageProcessor()) is not None
     assert served.merge_size == upstream.merge_size  # upstream's attributes
+
+
+# ----- attribute writes, nesting, the bounded processor cache -----
+
+
+def _forbid_upstream_preprocess(monkeypatch, adapter):
+    """A call handed back to transformers fails the test, instead of passing on transformers' own answer."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"handed back to transformers: {sorted(adapter._logged)}")
+
+    monkeypatch.setattr(adapter.upstream, "preprocess", refuse)
+    monkeypatch.setattr(adapter.upstream, "_preprocess", refuse)
+
+
+def _assert_same(got, expected):
+    assert torch.equal(got["image_grid_thw"], expected["image_grid_thw"])
+    pv, ref = got["pixel_values"], expected["pixel_values"]
+    assert pv.dtype == ref.dtype and pv.shape == ref.shape
+    if pv.dtype == torch.uint8:
+        assert torch.equal(pv, ref)
+    else:
+        assert float((pv - ref).abs().max()) <= 1e-6
+
+
+@pytest.mark.parametrize(
+    "writes",
+    [
+        {"do_rescale": False, "do_normalize": False},
+        {"max_pixels": 200704},
+        {"size": {"shortest_edge": 50176, "longest_edge": 262144}},
+        {"patch_size": 16},
+        {"merge_size": 1},
+        {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.25, 0.5, 0.125]},
+    ],
+    ids=["uint8", "max_pixels", "size", "patch_size", "merge_size", "mean-std"],
+)
+def test_attribute_writes_reach_upstream_and_later_calls(monkeypatch, writes):
+    """transformers' processor honours `processor.x = v` on its next call; so does the adapter, by writing x on
+    upstream (where the call's defaults are read), and it still serves the call itself."""
+    ours, theirs = FusedHFImageProcessor(upstream()), upstream()
+    before = ours(images()[:3], return_tensors="pt")
+    for name, value in writes.items():
+        setattr(ours, name, value)
+        setattr(theirs, name, value)
+        assert getattr(ours.upstream, name) == value and name not in vars(ours)
+    _forbid_upstream_preprocess(monkeypatch, ours)
+    got, expected = ours(images()[:3], return_tensors="pt"), theirs(images()[:3], return_tensors="pt")
+    _assert_same(got, expected)
+    changed = before["pixel_values"].shape != got["pixel_values"].shape or not torch.equal(
+        before["pixel_values"].float(), got["pixel_values"].float()
+    )
+    assert changed  # the write took effect (and the comparison above is not between two unchanged calls)
+
+
+def test_deleting_an_attribute_deletes_upstreams_and_the_adapter_keeps_its_own():
+    ours = FusedHFImageProcessor(upstream())
+    ours.do_normalize = False
+    del ours.do_normalize  # the instance value goes; the class default shows through again
+    assert ours.upstream.do_normalize is True and ours.do_normalize is True
+    ours.reference = "pil"  # the adapter's own state stays on it
+    assert ours.reference == "pil" and getattr(ours.upstream, "reference", None) is None
+
+
+@pytest.mark.parametrize("nested", [[[0], [1, 2]], [[0, 1], [], [2]], ([0], (1,), [2])], ids=["2+1", "empty", "tuples"])
+def test_one_level_of_nesting_is_one_flat_batch_as_in_transformers(monkeypatch, nested):
+    """transformers' make_flat_list_of_images flattens a list of lists of images into one batch; served too."""
+    pictures = images()
+    batch = [type(group)(pictures[i] for i in group) for group in nested]
+    ours, theirs = FusedHFImageProcessor(upstream()), upstream()
+    expected = theirs(batch, return_tensors="pt")
+    assert torch.equal(expected["pixel_values"], theirs(pictures[:3], return_tensors="pt")["pixel_values"])
+    _forbid_upstream_preprocess(monkeypatch, ours)
+    _assert_same(ours(batch, return_tensors="pt"), expected)
+
+
+def _long_probes() -> bool:
+    import os
+
+    return os.environ.get("FUSED_INPUT_NORM_LONG_PROBES") == "1"
+
+
+def test_a_flood_of_distinct_per_call_configs_keeps_at_most_max_processors(monkeypatch):
+    """Every request with its own size kwarg resolves to its own config: the adapter keeps the last
+    MAX_PROCESSORS of them (the probe that found this kept 3,001 for 3,000 requests), from several threads
+    at once, and every call's result is still transformers'. FUSED_INPUT_NORM_LONG_PROBES=1: 3,000 requests."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fused_input_norm.hf_adapter import MAX_PROCESSORS
+
+    requests = 3000 if _long_probes() else 60
+    picture = [Image.fromarray(np.random.default_rng(5).integers(0, 256, (61, 47, 3), dtype=np.uint8))]
+    ours, theirs = FusedHFImageProcessor(upstream()), upstream()
+    _forbid_upstream_preprocess(monkeypatch, ours)
+
+    def request(i):
+        size = {"shortest_edge": 3136 + 28 * i, "longest_edge": 1003520}
+        return i, ours(picture, size=size, do_rescale=False, do_normalize=False)
+
+    with ThreadPoolExecutor(4) as pool:
+        for i, got in pool.map(request, range(requests)):
+            assert len(ours._processors) <= MAX_PROCESSORS
+            if i % max(1, requests // 20) == 0 or i >= requests - 3:  # a sample checked against transformers
+                size = {"shortest_edge": 3136 + 28 * i, "longest_edge": 1003520}
+                expected = theirs(picture, size=size, do_rescale=False, do_normalize=False)
+                _assert_same(got, expected)
+    assert requests > MAX_PROCESSORS and len(ours._processors) == MAX_PROCESSORS
+
+
+def test_a_copy_of_the_adapter_starts_with_an_empty_cache_and_still_serves():
+    import copy
+    import pickle
+
+    ours = FusedHFImageProcessor(upstream())
+    ours(images()[:1])
+    for clone in (copy.deepcopy(ours), pickle.loads(pickle.dumps(ours))):
+        assert len(clone._processors) == 0 and clone.upstream is not ours.upstream
+        _assert_same(clone(images()[:2], return_tensors="pt"), upstream()(images()[:2], return_tensors="pt"))
+
+
+def test_reasons_logged_are_bounded(caplog):
+    """A reason can carry a client's value (an odd data_format): at most MAX_LOGGED_REASONS are kept."""
+    from fused_input_norm.hf_adapter import MAX_LOGGED_REASONS
+
+    ours = FusedHFImageProcessor(upstream(), logging.getLogger("test_reasons"))
+    monkey = [f"kind-{i}" for i in range(MAX_LOGGED_REASONS + 10)]
+    with caplog.at_level(logging.INFO, logger="test_reasons"):
+        for reason in monkey:
+            ours._handed_back(reason)
+    assert len(ours._logged) == MAX_LOGGED_REASONS + 1
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == MAX_LOGGED_REASONS + 1 and "further reasons are not logged" in said[-1]
+
+
+@pytest.mark.parametrize("model", ["qwen2_vl", "qwen3_vl"])
+@pytest.mark.parametrize(
+    "writes",
+    [
+        {"do_sample_frames": True, "fps": 2},
+        {"do_rescale": False, "do_normalize": False},
+        {"size": {"shortest_edge": 3136, "longest_edge": 100000}},
+        {"patch_size": 8},
+    ],
+    ids=["sample-frames", "uint8", "size", "patch_size"],
+)
+def test_video_attribute_writes_reach_upstream_and_later_calls(monkeypatch, model, writes):
+    """transformers' test_call_sample_frames sets `processor.do_sample_frames = True` and expects sampled
+    frames: written on the adapter, it reaches upstream, whose preprocess reads it; the adapter still serves."""
+    import copy
+
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    module = pytest.importorskip(f"transformers.models.{model}.video_processing_{model}")
+    cls = module.Qwen2VLVideoProcessor if model == "qwen2_vl" else module.Qwen3VLVideoProcessor
+    theirs = cls(cap_pixels_per_frame=False)
+    ours = FusedHFVideoProcessor(copy.deepcopy(theirs))
+    ours.do_sample_frames = False
+    theirs.do_sample_frames = False
+    before = ours(videos=_clips(), video_metadata=_metadata())
+    for name, value in writes.items():
+        setattr(ours, name, value)
+        setattr(theirs, name, value)
+        assert getattr(ours.upstream, name) == value and name not in vars(ours)
+    monkeypatch.setattr(ours.upstream, "_preprocess", lambda *a, **k: pytest.fail(f"handed back: {ours._logged}"))
+    got = ours(videos=_clips(), video_metadata=_metadata())
+    expected = theirs(videos=_clips(), video_metadata=_metadata())
+    assert torch.equal(got["video_grid_thw"], expected["video_grid_thw"])
+    pv, ref = got["pixel_values_videos"], expected["pixel_values_videos"]
+    assert pv.dtype == ref.dtype and pv.shape == ref.shape
+    assert torch.equal(pv, ref) if pv.dtype == torch.uint8 else float((pv - ref).abs().max()) <= 1e-6
+    assert pv.shape != before["pixel_values_videos"].shape or pv.dtype != before["pixel_values_videos"].dtype
+
+
+def test_the_pil_backend_served_with_rescale_and_normalize_off_gives_its_float32_bytes(monkeypatch):
+    """transformers' Pil backend returns the resized bytes as float32 values (its torchvision backend as uint8),
+    as NumPy arrays without return_tensors: the adapter over it returns the same types and values, served."""
+    pil = pytest.importorskip("transformers.models.qwen2_vl.image_processing_pil_qwen2_vl").Qwen2VLImageProcessorPil
+    ours, theirs = FusedHFImageProcessor(pil(max_pixels=200704)), pil(max_pixels=200704)
+    _forbid_upstream_preprocess(monkeypatch, ours)
+    for kwargs in ({"do_rescale": False, "do_normalize": False}, {}):
+        got, expected = ours(images()[:3], **kwargs), theirs(images()[:3], **kwargs)
+        for key in ("pixel_values", "image_grid_thw"):  # NumPy arrays without return_tensors, as the Pil backend's
+            assert type(got[key]) is type(expected[key]) is np.ndarray and got[key].dtype == expected[key].dtype
+        got, expected = (
+            ours(images()[:3], return_tensors="pt", **kwargs),
+            theirs(images()[:3], return_tensors="pt", **kwargs),
+        )
+        assert got["pixel_values"].dtype == expected["pixel_values"].dtype == torch.float32
+        _assert_same(got, expected)
