@@ -9,6 +9,7 @@ import logging
 import numpy as np
 import pytest
 import torch
+from conftest import requires_cuda
 
 from fused_input_norm.hf_adapter import FusedHFImageProcessor, unsupported
 
@@ -329,3 +330,34 @@ def test_the_pil_backend_served_with_rescale_and_normalize_off_gives_its_float32
         )
         assert got["pixel_values"].dtype == expected["pixel_values"].dtype == torch.float32
         _assert_same(got, expected)
+
+
+@requires_cuda
+@pytest.mark.parametrize("uint8", [False, True], ids=["float32", "uint8"])
+def test_cuda_calls_equal_the_same_calls_on_the_cpu(uint8):
+    """The adapters with device="cuda" (what vLLM's --mm-processor-device passes): the same BatchFeature as the
+    same call on the CPU, bit for bit (one kernel per backend, the same integer resize and FMA), left on the
+    device, and served (not handed back to transformers)."""
+    import copy
+
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    flags = {"do_rescale": False, "do_normalize": False} if uint8 else {}
+    image = FusedHFImageProcessor(upstream())
+    on_cpu = image(images(), return_tensors="pt", **flags)
+    on_gpu = image(images(), return_tensors="pt", device="cuda", **flags)
+    assert not image._logged, image._logged
+    assert on_gpu["pixel_values"].device.type == "cuda"
+    assert torch.equal(on_gpu["pixel_values"].cpu(), on_cpu["pixel_values"])
+    assert torch.equal(on_gpu["image_grid_thw"].cpu(), on_cpu["image_grid_thw"])
+
+    video = FusedHFVideoProcessor(copy.deepcopy(Qwen2VLVideoProcessor(cap_pixels_per_frame=False)))
+    kwargs = {"video_metadata": _metadata(), "do_sample_frames": False, **flags}
+    on_cpu = video(videos=_clips(), **kwargs)
+    on_gpu = video(videos=_clips(), device="cuda", **kwargs)
+    assert not video._logged, video._logged
+    assert on_gpu["pixel_values_videos"].device.type == "cuda"
+    assert torch.equal(on_gpu["pixel_values_videos"].cpu(), on_cpu["pixel_values_videos"])
+    assert torch.equal(on_gpu["video_grid_thw"].cpu(), on_cpu["video_grid_thw"])
