@@ -278,9 +278,9 @@ def decode(data: bytes, name: str, where: str, convert_rgb: bool = True) -> tupl
     """Encoded bytes as the PIL image Pillow opens, upright, in the PIL path's layout: (uint8 [C, H, W] on the
     CPU, "pil"). torchvision's decoder serves where it gives the same pixels, turned upright by Pillow's own
     reading of the EXIF orientation; Pillow otherwise, and names what it cannot decode."""
+    image = open_encoded(data, name, where)  # first: it names a missing Pillow
     from PIL import Image, ImageOps
 
-    image = open_encoded(data, name, where)
     if has_torchvision() and _torchvision_decodes_as_pillow(image):
         orientation = pillow_orientation(image)
         if orientation is not None:
@@ -308,8 +308,8 @@ def _torchvision_decodes_as_pillow(image) -> bool:
 
 
 def _decode_with_torchvision(data: bytes) -> torch.Tensor | None:
-    """uint8 [C, H, W] as stored (not turned upright); None where torchvision refuses the bytes or gives other than 8 bits (Pillow then
-    decodes them, or names the fault)."""
+    """uint8 [C, H, W] as stored (not turned upright); None where torchvision refuses the bytes or gives other
+    than 8 bits (Pillow then decodes them, or names the fault)."""
     from torchvision.io import ImageReadMode, decode_image
 
     encoded = torch.frombuffer(bytearray(data), dtype=torch.uint8)
@@ -326,7 +326,8 @@ def _decode_with_torchvision(data: bytes) -> torch.Tensor | None:
 
 def pillow_orientation(image) -> int | None:
     """The orientation (1-8) ImageOps.exif_transpose gives this opened image, without decoding its pixels:
-    exif_transpose itself runs on a 2x3 stand-in carrying the image's metadata (`info`, all its EXIF and XMP).
+    exif_transpose itself runs on a 2x3 stand-in carrying the image's metadata (`info`: a JPEG's EXIF and XMP
+    are all there).
     So it is Pillow's answer by construction: its parse (the EXIF tag, else an XMP one, two APP1 segments
     joined), its lookup (2-8 turn the image, 6.0 and a rational 6/1 too; any other value leaves it: 1), and
     its rewrite of the EXIF without the tag, which fails on some malformed EXIF: None where exif_transpose
@@ -344,14 +345,13 @@ def pillow_orientation(image) -> int | None:
 
 def _nvjpeg_orientation(image) -> int | None:
     """The orientation nvJPEG's pixels get for an opened JPEG; None where nvJPEG does not serve it: modes other
-    than RGB and L (CMYK: Pillow converts it), or an EXIF Pillow cannot parse (the CPU path names it)."""
+    than RGB and L (CMYK: Pillow converts it), or EXIF that exif_transpose fails on (the CPU path names it)."""
     if image.format != "JPEG" or image.mode not in ("RGB", "L"):
         return None
     return pillow_orientation(image)
 
 
-# EXIF orientation -> the view that makes a [C, H, W] image upright (PIL.ImageOps.exif_transpose's methods). A
-# dict keyed like exif_transpose's: a value equal to one of these keys (6.0, a rational 6/1) selects it there too.
+# EXIF orientation -> the view that makes a [C, H, W] image upright (PIL.ImageOps.exif_transpose's methods).
 _ORIENT = {
     1: lambda x: x,
     2: lambda x: x.flip(-1),  # FLIP_LEFT_RIGHT
@@ -393,7 +393,7 @@ def _decode_jpegs(datas: list[bytes], device: torch.device) -> list[torch.Tensor
 
 
 # Alpha is composited a block of rows at a time, into the uint8 result: the blends' int32 / float temporaries
-# (up to ~40 bytes a pixel) then hold one block, not the image (an 81 MP RGBA image: ~4 MB, not 3.4 GB).
+# (up to ~40 bytes a pixel) then hold one block, tens of MB, not the image (3.4 GB more for an 81 MP RGBA one).
 # Every blend is elementwise, so the blocks give the whole image's values bit for bit.
 BLEND_BLOCK_PIXELS = 1 << 20
 
