@@ -6,9 +6,11 @@ transformers' convert_to_rgb, on the device, as it does for each input type.
 
 Encoded bytes `b` mean `ImageOps.exif_transpose(Image.open(io.BytesIO(b)))`, the PIL image transformers'
 and vLLM's loaders start from, whatever the format and mode: Pillow decodes them, except where
-torchvision's CPU decoder gives the same pixels faster (8-bit JPEG in RGB or L: the same libjpeg-turbo). nvJPEG is a different decoder
-(its chroma upsampling differs: 10.3% of a 12 MP photo's values, up to 14 levels, on an H200): it serves
-only when asked for (decoder="nvjpeg").
+torchvision's CPU decoder gives the same pixels faster (8-bit JPEG in RGB or L: the same libjpeg-turbo).
+nvJPEG is a different decoder (its chroma upsampling differs: 10.3% of a 12 MP photo's values, up to 14
+levels, on an H200): it serves only when asked for (decoder="nvjpeg"). Whatever decodes them, Pillow opens
+the bytes first (their header): its decompression-bomb check, and the EXIF orientation as exif_transpose
+reads it, hold for every decoder.
 """
 
 import ctypes
@@ -50,7 +52,8 @@ def decode_all(
 ) -> list[tuple[torch.Tensor, str]]:
     """Each item as (uint8 [C, H, W], its alpha source: "pil" or "tensor"), not yet on the device (nvJPEG's
     already are). Bytes are decoded as Pillow opens them, upright (or by nvJPEG for decoder="nvjpeg" on
-    CUDA); the channel count is checked (1-4 to be converted to RGB, else `channel`), naming the item."""
+    CUDA, once Pillow has opened their header: a bomb is named before nvJPEG is asked for anything); the
+    channel count is checked (1-4 to be converted to RGB, else `channel`), naming the item."""
     decoded = [None] * len(items)
     jpegs = []  # (index, bytes, orientation): decoded on the device in one nvJPEG call
     for i, item in enumerate(items):
