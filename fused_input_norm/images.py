@@ -291,7 +291,8 @@ def decode(data: bytes, name: str, where: str, convert_rgb: bool = True) -> tupl
             if pixels is not None:
                 return orient(pixels, orientation), "pil"
     try:
-        image = ImageOps.exif_transpose(image)  # the first frame of an animation, as Image.open gives it
+        # In place: exif_transpose would otherwise copy an upright image whole (its pixels are the same).
+        ImageOps.exif_transpose(image, in_place=True)  # the first frame of an animation, as Image.open gives it
         image.load()
     except Image.DecompressionBombError as error:  # a size found only while loading (a TIFF tile, a GIF frame)
         raise ValueError(_bomb_message(data, name, where, error)) from None
