@@ -361,3 +361,24 @@ def test_cuda_calls_equal_the_same_calls_on_the_cpu(uint8):
     assert on_gpu["pixel_values_videos"].device.type == "cuda"
     assert torch.equal(on_gpu["pixel_values_videos"].cpu(), on_cpu["pixel_values_videos"])
     assert torch.equal(on_gpu["video_grid_thw"].cpu(), on_cpu["video_grid_thw"])
+
+
+@pytest.mark.parametrize("cap", [None, False], ids=["unset", "false"])
+def test_video_cap_pixels_per_frame_unset_warns_on_upstreams_logger_as_transformers_does(caplog, cap):
+    """transformers' video processors warn (once, on their module's logger) when cap_pixels_per_frame is unset:
+    the adapter, which replaces their _preprocess, warns there too, and stays silent for an explicit False."""
+    import copy
+
+    from transformers.models.qwen2_vl import video_processing_qwen2_vl as module
+    from transformers.utils import logging as hf_logging
+
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    served = FusedHFVideoProcessor(copy.deepcopy(module.Qwen2VLVideoProcessor(cap_pixels_per_frame=cap)))
+    logger = hf_logging.get_logger(module.__name__)
+    logger.warning_once.cache_clear()
+    with caplog.at_level(logging.WARNING, logger=module.__name__):
+        served(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
+    assert not served._logged, served._logged
+    warned = [r for r in caplog.records if r.name == module.__name__ and r.levelno == logging.WARNING]
+    assert len(warned) == (1 if cap is None else 0), [r.getMessage() for r in warned]
