@@ -189,6 +189,10 @@ class PlanCache:
                 if capturing:
                     self._captured[key] = self._device.pop(key)
                     self._device_bytes -= _nbytes(plan)
+                elif key[-1].type == "cuda":
+                    # Evicted later, the plan goes back to torch's caching allocator: it must wait for the
+                    # kernels of every stream that read it, not only of the stream it was copied on.
+                    plan.record_stream(torch.cuda.current_stream(key[-1]))
             if plan is not None:
                 return plan
         plan = _planned(*key)

@@ -94,6 +94,20 @@ def test_a_plan_over_the_byte_bound_is_used_and_not_kept():
     assert norm._plans.kept(CPU) == (0, 0)
 
 
+def test_device_plans_are_least_recently_used_first_out():
+    """The GPU side's bookkeeping, on the meta device (no GPU here): within both bounds after every plan,
+    and a plan in use stays while older ones go."""
+    meta = torch.device("meta")
+    cache = PlanCache(max_plans=4, max_bytes=3_000)
+    hot = cache.get(40, 30, "bicubic", "pil", meta)
+    for out_size in [*range(10, 40), *range(41, 60)]:  # 40 -> 40 has no plan
+        assert cache.get(40, out_size, "bilinear", "pil", meta).device == meta
+        assert cache.get(40, 30, "bicubic", "pil", meta) is hot  # used after every other: never evicted
+        count, nbytes = cache.kept(meta)
+        assert count <= 4 and nbytes <= 3_000, (count, nbytes)
+    assert cache.kept(CPU) == (0, 0)
+
+
 def test_threads_sharing_a_small_cache_get_pillows_pixels():
     """Eight threads, each with its own sizes and one size they all share, through one module whose cache
     holds 6 plans: evictions and ring writes race with hits; every result must still be Pillow's."""
@@ -180,3 +194,32 @@ def test_rss_does_not_grow_with_a_flood_of_heights(dtype):
 @pytest.mark.parametrize("dtype", ["float32", "uint8"])
 def test_rss_does_not_grow_with_a_long_flood_of_heights(dtype):
     assert rss_growth_mb(2000, dtype) < 200
+
+
+WIDE = textwrap.dedent(
+    """
+    import torch
+    from fused_input_norm import FusedInputNorm
+
+    def rss_mb():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
+
+    torch.set_num_threads(1)
+    norm = FusedInputNorm.identity()
+    norm.resize(torch.zeros(3, 8, 8, dtype=torch.uint8), torch.float32, (5, 7))  # the thread's usual buffers
+    wide = torch.randint(0, 256, (3, 2, 4_000_000), dtype=torch.uint8)
+    start = rss_mb()
+    out = norm.resize(wide, torch.float32, (1, 3_999_999))
+    del out
+    print(rss_mb() - start)
+    """
+)
+
+
+def test_one_very_wide_image_leaves_no_large_buffers_behind():
+    """The kernel's per-thread buffers (first-pass rows, transposed columns) are kept between calls only up
+    to 16 MiB: a 2 x 4,000,000 image resized across kept 540 MB of them before (its output is 48 MB)."""
+    result = subprocess.run([sys.executable, "-c", WIDE], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert float(result.stdout.split()[-1]) < 64
