@@ -16,6 +16,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
@@ -109,7 +110,7 @@ class PlanCache:
     copy).
 
     CPU plans lie in one buffer of `max_bytes`, mapped once, off malloc's heap, written as a ring (the plans
-    written longest ago give way), and a hit hands out a copy (microseconds). Kept as tensors of their own,
+    written longest ago give way), and a hit hands out a copy (1.5 us for 40 KB). Kept as tensors of their own,
     the plans of a flood of distinct sizes left small long-lived allocations on the heap among the freed
     large outputs (glibc's dynamic mmap threshold puts outputs up to 32 MiB there once one was freed), which
     kept the heap from returning their pages: RSS grew by 0.5 GB over 2,000 heights with 64 plans kept, as
@@ -125,7 +126,7 @@ class PlanCache:
         self.max_plans = max_plans
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._ring: torch.Tensor | None = None  # int32 [max_bytes // 4], mapped when the first CPU plan is kept
+        self._ring: np.ndarray | None = None  # int32 [max_bytes // 4], mapped when the first CPU plan is kept
         self._spans: dict[tuple, tuple[int, int]] = {}  # CPU plan -> (offset, numel) in the ring, oldest first
         self._end = 0  # where in the ring the next CPU plan goes
         self._device: OrderedDict[tuple, torch.Tensor] = OrderedDict()  # least recently used first
@@ -158,7 +159,7 @@ class PlanCache:
         with self._lock:
             if key in self._spans:
                 offset, numel = self._spans[key]
-                return self._ring[offset : offset + numel].clone()
+                return torch.from_numpy(self._ring[offset : offset + numel].copy())  # NumPy's: 1.5 us, torch's 2.6
         plan = _planned(*key)
         numel = plan.numel()
         if is_fake(plan) or self.max_plans < 1 or 4 * numel > self.max_bytes:  # fake: FakeTensorMode, no data
@@ -167,14 +168,14 @@ class PlanCache:
             if key in self._spans:
                 return plan
             if self._ring is None:
-                self._ring = torch.frombuffer(mmap.mmap(-1, self.max_bytes), dtype=torch.int32)  # holds the map
-            begin = self._end if self._end + numel <= self._ring.numel() else 0
+                self._ring = np.frombuffer(mmap.mmap(-1, self.max_bytes), dtype=np.int32)  # holds the map
+            begin = self._end if self._end + numel <= self._ring.size else 0
             end = begin + numel
             for overwritten in [k for k, (o, n) in self._spans.items() if o < end and begin < o + n]:
                 del self._spans[overwritten]
             while len(self._spans) >= self.max_plans:
                 del self._spans[next(iter(self._spans))]
-            self._ring[begin:end].copy_(plan)
+            self._ring[begin:end] = plan.numpy()
             self._spans[key] = (begin, numel)
             self._end = end
         return plan
