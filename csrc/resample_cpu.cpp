@@ -200,13 +200,14 @@ constexpr int64_t kMaddChunk = 64;
 struct alignas(64) PairColumn {  // one column pair of 16 rows: 16 x (int16, int16)
   int16_t v[32];
 };  // outputs per chunk: their pair columns stay in L1
+thread_local std::vector<PairColumn> pair_columns;  // per thread, kept between calls (release_large_scratch)
+thread_local std::vector<u8x16> row_columns, row_results;  // horizontal_pass's 16-row columns and sums, kept alike
 
 #if defined(FIN_X86)
 __attribute__((target("avx2"))) void madd_rows16_avx2(const u8x16* columns, int64_t xa, int64_t step, int64_t g,
                                                       const int32_t* plan, const PairPlan& pp, int64_t plan_begin,
                                                       int64_t count, u8x16* results) {
   const ResampleAxis axis = resample_axis(plan);
-  static thread_local std::vector<PairColumn> pair_columns;
   const __m256i init = _mm256_set1_epi32(int32_t{1} << (axis.precision - 1));
   const __m128i shift = _mm_cvtsi32_si128(axis.precision);
   const int64_t np_max = pp.pairs;
@@ -257,7 +258,6 @@ FIN_TARGET_AVX512_MADD void madd_rows16_avx512(const u8x16* columns, int64_t xa,
                                                const int32_t* plan, const PairPlan& pp, int64_t plan_begin,
                                                int64_t count, u8x16* results) {
   const ResampleAxis axis = resample_axis(plan);
-  static thread_local std::vector<PairColumn> pair_columns;
   const __m512i init = _mm512_set1_epi32(int32_t{1} << (axis.precision - 1));
   const __m128i shift = _mm_cvtsi32_si128(axis.precision);
   const __m512i zero = _mm512_setzero_si512(), top = _mm512_set1_epi32(255);
@@ -445,7 +445,8 @@ FIN_CPU_KERNEL void horizontal_pass(const uint8_t* src, int64_t src_plane, int64
     const ResampleAxis axis = resample_axis(plan);
     const int64_t last = plan_begin + count - 1;
     const int64_t span = axis.bounds[2 * last] + axis.bounds[2 * last + 1] - axis.bounds[2 * plan_begin];
-    static thread_local std::vector<u8x16> columns, results;
+    std::vector<u8x16>& columns = row_columns;
+    std::vector<u8x16>& results = row_results;
     // pmaddwd reads pairs of columns up to 2 * pairs past a window's first one: zero coefficients, but
     // memory that must exist.
     const PairPlan* usable = pairs != nullptr && pairs->usable ? pairs : nullptr;
@@ -651,6 +652,34 @@ struct FirstRows {
 constexpr int64_t kFirstRowSlots = 4;  // Qwen's T is 2; a larger T shares slots (still correct, less reuse)
 thread_local std::array<FirstRows, kFirstRowSlots> first_rows;
 std::atomic<uint64_t> call_serial{0};  // each CPU resize call's id (from 1), for FirstRows
+
+// A thread's buffers are sized by the largest band it resampled and kept for its next call, up to
+// kKeptScratchBytes in all: above that they are freed when the thread's share of a call ends. Kept whatever
+// their size, one very wide image left them for the process's lifetime (a 2 x 4,000,000 input resized
+// across kept 540 MB a thread, mostly first-pass rows); a band of the largest Qwen-VL image needs about 4 MB.
+constexpr size_t kKeptScratchBytes = size_t{16} << 20;
+
+template <class T>
+size_t capacity_bytes(const std::vector<T>& v) {
+  return v.capacity() * sizeof(T);
+}
+
+void release_large_scratch() {
+  size_t kept = capacity_bytes(scratch.first) + capacity_bytes(scratch.band) + capacity_bytes(scratch.row) +
+                capacity_bytes(scratch.converted) + capacity_bytes(scratch.acc);
+  for (const FirstRows& f : first_rows) kept += capacity_bytes(f.data);
+#if defined(FIN_RESAMPLE_ROWS16)
+  kept += capacity_bytes(pair_columns) + capacity_bytes(row_columns) + capacity_bytes(row_results);
+#endif
+  if (kept <= kKeptScratchBytes) return;
+  scratch = Scratch{};
+  for (FirstRows& f : first_rows) f = FirstRows{};
+#if defined(FIN_RESAMPLE_ROWS16)
+  std::vector<PairColumn>().swap(pair_columns);
+  std::vector<u8x16>().swap(row_columns);
+  std::vector<u8x16>().swap(row_results);
+#endif
+}
 
 // The resampled uint8 rows [y0, y1) of the crop of image b, every channel, into band[C][y1 - y0][crop_w]. `slot`:
 // the frame's place in its temporal group (0 for a still), which FirstRows entry keeps its first-pass rows.
@@ -1013,6 +1042,7 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
           }
         });
       }
+      release_large_scratch();
     });
   });
 }
