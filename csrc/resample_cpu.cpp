@@ -200,7 +200,7 @@ constexpr int64_t kMaddChunk = 64;
 struct alignas(64) PairColumn {  // one column pair of 16 rows: 16 x (int16, int16)
   int16_t v[32];
 };  // outputs per chunk: their pair columns stay in L1
-thread_local std::vector<PairColumn> pair_columns;  // per thread, kept between calls (release_large_scratch)
+thread_local std::vector<PairColumn> pair_columns;         // per thread, kept between calls (release_large_scratch)
 thread_local std::vector<u8x16> row_columns, row_results;  // horizontal_pass's 16-row columns and sums, kept alike
 
 #if defined(FIN_X86)
