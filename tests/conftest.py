@@ -8,6 +8,16 @@ import fused_input_norm  # noqa: F401  (loads the ops)
 
 CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
 CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+# Qwen2-VL's preprocessor_config.json as its checkpoints ship it, less the processor type keys each test names.
+QWEN2_VL_CHECKPOINT = {
+    "min_pixels": 3136,
+    "max_pixels": 12845056,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": CLIP_MEAN,
+    "image_std": CLIP_STD,
+}
 INPUT_DTYPES = [torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.float32]
 OUTPUT_DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 

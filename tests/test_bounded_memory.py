@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from conftest import QWEN2_VL_CHECKPOINT
 from PIL import Image
 
 from fused_input_norm import FusedImageProcessor, FusedInputNorm
@@ -22,16 +23,7 @@ from fused_input_norm.resize import PlanCache
 LONG = os.environ.get("FUSED_INPUT_NORM_LONG_PROBES") == "1"
 CPU = torch.device("cpu")
 IDENTITY = FusedInputNorm.identity()
-QWEN2_VL = {
-    "min_pixels": 3136,
-    "max_pixels": 12845056,
-    "patch_size": 14,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-    "image_mean": [0.48145466, 0.4578275, 0.40821073],
-    "image_std": [0.26862954, 0.26130258, 0.27577711],
-    "image_processor_type": "Qwen2VLImageProcessor",
-}
+QWEN2_VL = {**QWEN2_VL_CHECKPOINT, "image_processor_type": "Qwen2VLImageProcessor"}
 
 
 def image(height: int, width: int, seed: int = 0) -> np.ndarray:

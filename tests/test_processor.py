@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import DEVICES, RecordOps, requires_cuda
+from conftest import DEVICES, QWEN2_VL_CHECKPOINT, RecordOps, requires_cuda
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm import config as configs
@@ -32,13 +32,7 @@ FP32_ATOL = 1e-6  # fp32 rounding: the processor's (x * r - m) / s against the k
 # Configs as the checkpoints ship them (preprocessor_config.json), plus the bare class defaults.
 CONFIGS = {
     "qwen2-vl": {
-        "min_pixels": 3136,
-        "max_pixels": 12845056,
-        "patch_size": 14,
-        "temporal_patch_size": 2,
-        "merge_size": 2,
-        "image_mean": [0.48145466, 0.4578275, 0.40821073],
-        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        **QWEN2_VL_CHECKPOINT,
         "image_processor_type": "Qwen2VLImageProcessor",
         "processor_class": "Qwen2VLProcessor",
     },

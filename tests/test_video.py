@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import RecordOps, requires_cuda
+from conftest import QWEN2_VL_CHECKPOINT, RecordOps, requires_cuda
 
 from fused_input_norm import FusedVideoProcessor
 
@@ -25,13 +25,7 @@ CLASSES = {"qwen2_vl": "Qwen2VLVideoProcessor", "qwen3_vl": "Qwen3VLVideoProcess
 # upscale these small clips: Qwen2VLVideoProcessor's min_pixels is 128 * 28 * 28).
 CONFIGS = {
     "qwen2-vl": {
-        "min_pixels": 3136,
-        "max_pixels": 12845056,
-        "patch_size": 14,
-        "temporal_patch_size": 2,
-        "merge_size": 2,
-        "image_mean": [0.48145466, 0.4578275, 0.40821073],
-        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        **QWEN2_VL_CHECKPOINT,
         "video_processor_type": "Qwen2VLVideoProcessor",
         "processor_class": "Qwen2VLProcessor",
     },
