@@ -139,6 +139,7 @@ def test_threads_sharing_a_small_cache_get_pillows_pixels():
 # largest output. Prints the RSS growth in MB.
 FLOOD = textwrap.dedent(
     """
+    import ctypes
     import sys
     import numpy as np
     import torch
@@ -157,12 +158,15 @@ FLOOD = textwrap.dedent(
     start = rss_mb()
     for height in np.linspace(200, 2200, count).astype(int):
         processor(rng.integers(0, 256, (int(height), 640, 3), dtype=np.uint8), dtype)
-    print(rss_mb() - start)
+    grown = rss_mb() - start
+    ctypes.CDLL("libc.so.6").malloc_trim(0)  # glibc's freed pages back to the kernel: what is left is held
+    print(grown, rss_mb() - start)
     """
 )
 
 
-def rss_growth_mb(count: int, dtype: str) -> float:
+def rss_growth_mb(count: int, dtype: str) -> tuple[float, float]:
+    """(RSS growth, the growth left once glibc has returned its freed pages) in MB."""
     # An address-space cap: an unbounded growth fails the test instead of the machine.
     limit = "import resource; resource.setrlimit(resource.RLIMIT_AS, (12 << 30, 12 << 30))\n"
     result = subprocess.run(
@@ -172,20 +176,34 @@ def rss_growth_mb(count: int, dtype: str) -> float:
         timeout=600,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    return float(result.stdout.split()[-1])
+    grown, held = (float(v) for v in result.stdout.split()[-2:])
+    return grown, held
 
 
-# transformers' Qwen2VLImageProcessor grew by 65 MB over 2,000 heights, and ours by 42-85 MB; the unbounded
-# cache grew by 2.3 GB over the 200 heights of the short flood.
-@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+# What the process holds after the flood, once glibc has returned its freed pages (malloc_trim), must not grow:
+# no per-size store keeps anything. The raw RSS also counts freed pages glibc keeps, which depends on where
+# one long-lived allocation lands (a build or an allocation order apart, the same code left 5-440 MB for the
+# uint8 flood; malloc_trim returned all of it). The unbounded plan cache pinned the heap: +2.3 GB of raw RSS
+# on the float32 flood, far past that noise; on the uint8 flood it was +346 MB, inside it, so only what is
+# held is asserted there. transformers' Qwen2VLImageProcessor grew by 65 MB over 2,000 heights.
+FLOODS = {"float32": 600, "uint8": None}  # the raw RSS bound, where it separates the unbounded cache
+
+
+@pytest.mark.parametrize("dtype", FLOODS)
 def test_rss_does_not_grow_with_a_flood_of_heights(dtype):
-    assert rss_growth_mb(200, dtype) < 200
+    grown, held = rss_growth_mb(200, dtype)
+    assert held < 64, (grown, held)
+    if FLOODS[dtype] is not None:
+        assert grown < FLOODS[dtype], (grown, held)
 
 
 @pytest.mark.skipif(not LONG, reason="the long flood: set FUSED_INPUT_NORM_LONG_PROBES=1")
-@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+@pytest.mark.parametrize("dtype", FLOODS)
 def test_rss_does_not_grow_with_a_long_flood_of_heights(dtype):
-    assert rss_growth_mb(2000, dtype) < 200
+    grown, held = rss_growth_mb(2000, dtype)
+    assert held < 64, (grown, held)
+    if FLOODS[dtype] is not None:
+        assert grown < FLOODS[dtype], (grown, held)
 
 
 WIDE = textwrap.dedent(
