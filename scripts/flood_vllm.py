@@ -85,7 +85,7 @@ def main() -> None:
             with open(out) as f:
                 r = json.load(f)
             grown = r["rss_end_mb"] - r["rss_start_mb"]
-            print(f"  {name} ({r['class']}): RSS {r['rss_start_mb']:.0f} -> {r['rss_end_mb']:.0f} MB, +{grown:.0f} MB")
+            print(f"  {name} ({r['class']}): RSS {r['rss_start_mb']:.0f} -> {r['rss_end_mb']:.0f} MB, {grown:+.0f} MB")
 
 
 if __name__ == "__main__":
