@@ -24,13 +24,12 @@ SIZES = [(1080, 1920), (3024, 4032)]
 MAX_PIXELS = [12845056, 1003520]  # the checkpoint's, and a common serving cap (a per-request kwarg)
 
 
-def worker(model_dir: str, repeats: int, device_normalize: bool) -> dict:
+def vllm_processor(model_dir: str, device_normalize: bool) -> tuple:
+    """vLLM's multimodal processor for the model, as its API server builds it (general plugins loaded first),
+    at 1 torch thread, and a prompt holding one image."""
     import torch
-    from PIL import Image
     from vllm.config import ModelConfig
     from vllm.multimodal import MULTIMODAL_REGISTRY
-    from vllm.multimodal.processing.context import TimingContext
-    from vllm.multimodal.processing.inputs import ProcessorInputs
     from vllm.plugins import load_general_plugins
 
     torch.set_num_threads(1)
@@ -39,8 +38,15 @@ def worker(model_dir: str, repeats: int, device_normalize: bool) -> dict:
         model=model_dir, tokenizer=model_dir, dtype="bfloat16", mm_device_do_normalize=device_normalize
     )
     processor = MULTIMODAL_REGISTRY.create_processor(config)
-    tokenizer = processor.info.get_tokenizer()
-    prompt = tokenizer.encode(IMAGE + " describe")
+    return processor, processor.info.get_tokenizer().encode(IMAGE + " describe")
+
+
+def worker(model_dir: str, repeats: int, device_normalize: bool) -> dict:
+    from PIL import Image
+    from vllm.multimodal.processing.context import TimingContext
+    from vllm.multimodal.processing.inputs import ProcessorInputs
+
+    processor, prompt = vllm_processor(model_dir, device_normalize)
     results = {"class": type(processor.info.get_hf_processor().image_processor).__name__}
     for height, width in SIZES:
         image = Image.fromarray(photo(height, width, 0))

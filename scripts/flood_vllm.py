@@ -14,7 +14,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from test_vllm_processor import IMAGE, write_model  # the tests' model directory
+from bench_vllm import vllm_processor  # this script's folder: sys.path[0]
+from test_vllm_processor import write_model  # the tests' model directory
 
 
 def rss_mb() -> float:
@@ -24,21 +25,11 @@ def rss_mb() -> float:
 
 def worker(model_dir: str, requests: int, device_normalize: bool) -> dict:
     import numpy as np
-    import torch
     from PIL import Image
-    from vllm.config import ModelConfig
-    from vllm.multimodal import MULTIMODAL_REGISTRY
     from vllm.multimodal.processing.context import TimingContext
     from vllm.multimodal.processing.inputs import ProcessorInputs
-    from vllm.plugins import load_general_plugins
 
-    torch.set_num_threads(1)
-    load_general_plugins()
-    config = ModelConfig(
-        model=model_dir, tokenizer=model_dir, dtype="bfloat16", mm_device_do_normalize=device_normalize
-    )
-    processor = MULTIMODAL_REGISTRY.create_processor(config)
-    prompt = processor.info.get_tokenizer().encode(IMAGE + " describe")
+    processor, prompt = vllm_processor(model_dir, device_normalize)
     rng = np.random.default_rng(0)
     # Distinct heights (each a new pair of resize plans), widths of ordinary photos.
     heights = rng.permutation(np.arange(200, 200 + requests + 20))
