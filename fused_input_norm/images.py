@@ -284,7 +284,7 @@ def decode(data: bytes, name: str, where: str, convert_rgb: bool = True) -> tupl
     image = open_encoded(data, name, where)  # first: it names a missing Pillow
     from PIL import Image, ImageOps
 
-    if has_torchvision() and _torchvision_decodes_as_pillow(image):
+    if has_torchvision() and _plain_jpeg(image):
         orientation = pillow_orientation(image)
         if orientation is not None:
             pixels = _decode_with_torchvision(data)
@@ -303,11 +303,12 @@ def decode(data: bytes, name: str, where: str, convert_rgb: bool = True) -> tupl
     return pil_to_chw(image, convert_rgb), "pil"
 
 
-def _torchvision_decodes_as_pillow(image) -> bool:
-    """Whether torchvision's CPU decoder gives Pillow's pixels for this opened image, faster: 8-bit JPEG in RGB or
-    L (both libjpeg-turbo, the same upsampling; the tests check it, damaged files included). Not PNG, though
-    lossless: torchvision 0.29's PNG decoder crashed the process (a segmentation fault) on a PNG with a
-    corrupted body in the tests' fuzz, where Pillow names the fault."""
+def _plain_jpeg(image) -> bool:
+    """An opened 8-bit JPEG in RGB or L: what torchvision's CPU decoder gives Pillow's pixels for, faster (both
+    libjpeg-turbo, the same upsampling; the tests check it, damaged files included), and what nvJPEG serves
+    (CMYK and other modes: Pillow converts them). Not PNG, though lossless: torchvision 0.29's PNG decoder
+    crashed the process (a segmentation fault) on a PNG with a corrupted body in the tests' fuzz, where
+    Pillow names the fault."""
     return image.format == "JPEG" and image.mode in ("RGB", "L")
 
 
@@ -348,9 +349,9 @@ def pillow_orientation(image) -> int | None:
 
 
 def _nvjpeg_orientation(image) -> int | None:
-    """The orientation nvJPEG's pixels get for an opened JPEG; None where nvJPEG does not serve it: modes other
-    than RGB and L (CMYK: Pillow converts it), or EXIF that exif_transpose fails on (the CPU path names it)."""
-    if image.format != "JPEG" or image.mode not in ("RGB", "L"):
+    """The orientation nvJPEG's pixels get for an opened JPEG; None where nvJPEG does not serve it: not a plain
+    JPEG (_plain_jpeg), or EXIF that exif_transpose fails on (the CPU path names it)."""
+    if not _plain_jpeg(image):
         return None
     return pillow_orientation(image)
 
