@@ -351,14 +351,10 @@ class FusedHFVideoProcessor(_Adapter):
         if isinstance(served, str):
             self._handed_back(served)
             return type(self.upstream)._preprocess(self.upstream, videos, **kwargs)
-        return served
-
-    def _serve(self, videos: list, kwargs: dict) -> Any:
-        """The BatchFeature, or why this call goes to upstream's _preprocess. `videos`: upstream's prepared
-        clips, uint8 [T, C, H, W] tensors."""
         if "cap_pixels_per_frame" in kwargs and kwargs["cap_pixels_per_frame"] is None:
-            # Unset means off, and upstream's _preprocess (replaced here) warns once on its module's logger that
-            # the default will change: its users (and transformers' own tests) listen there.
+            # Unset means off, and upstream's _preprocess, replaced by this call (a call handed back warns
+            # itself), warns once on its module's logger that the default will change: its users (and
+            # transformers' own tests) listen there.
             from transformers.utils import logging as hf_logging
 
             hf_logging.get_logger(type(self.upstream).__module__).warning_once(
@@ -366,6 +362,11 @@ class FusedHFVideoProcessor(_Adapter):
                 "that its default will change: pass True or False",
                 type(self.upstream).__name__,
             )
+        return served
+
+    def _serve(self, videos: list, kwargs: dict) -> Any:
+        """The BatchFeature, or why this call goes to upstream's _preprocess. `videos`: upstream's prepared
+        clips, uint8 [T, C, H, W] tensors."""
         if not videos or any(not isinstance(v, torch.Tensor) or v.dtype != torch.uint8 or v.dim() != 4 for v in videos):
             return "videos that are not uint8 [T, C, H, W] tensors once prepared"
         devices = {v.device for v in videos}
