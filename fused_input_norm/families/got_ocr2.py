@@ -1,0 +1,113 @@
+"""GOT-OCR2's image processor, which InternVL3 / 3.5 in transformers format hold: with crop_to_patches, each
+image resized to the tile grid whose aspect ratio is nearest its own (within min_patches..max_patches tiles)
+and cut into size-sized tiles, then, when there is more than one tile, the whole image resized to one tile
+(the thumbnail) after them; pixel_values [sum of tiles (+ thumbnails), C, h, w] and num_patches. Without
+crop_to_patches, CLIP's fixed-size resize and num_patches all 1."""
+
+from collections.abc import Mapping
+
+import torch
+
+from ..checks import positive_int
+from . import clip
+from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Job, Plan
+
+KIND = "got_ocr2"
+TYPES = ("GotOcr2ImageProcessor",)
+PROCESSOR_CLASSES = ("GotOcr2Processor", "InternVLProcessor")
+PIL_BYTES_AS_FLOAT = False  # its Pil backend returns the resized bytes as uint8, as its torchvision one
+KEYS = ("crop_to_patches", "min_patches", "max_patches")
+DEFAULTS = {
+    **COMMON_DEFAULTS,
+    "size": {"height": 384, "width": 384},
+    "image_mean": CLIP_MEAN,
+    "image_std": CLIP_STD,
+    "crop_to_patches": False,
+    "min_patches": 1,
+    "max_patches": 12,
+}
+
+
+def settings(config: Mapping, get, where: str) -> dict:
+    size = clip.resize_size(_square_int(config.get("size")), DEFAULTS["size"], where)
+    if "height" not in size:
+        raise ValueError(f"{where}: a GOT-OCR2 size must be {{'height', 'width'}} (the tile), got {size}")
+    crop_to_patches = get("crop_to_patches")
+    if not isinstance(crop_to_patches, bool):
+        raise ValueError(f"{where}: crop_to_patches must be true or false, got {crop_to_patches!r}")
+    low = positive_int(where, "min_patches", get("min_patches"))
+    high = positive_int(where, "max_patches", get("max_patches"))
+    if low > high:
+        raise ValueError(f"{where}: min_patches ({low}) > max_patches ({high}): the config contradicts itself")
+    if crop_to_patches and high == 1 and not get("do_resize"):
+        # transformers' two backends differ here: the torchvision one still resizes each image to one tile,
+        # the Pil one (which tiles only above one patch) passes it through unresized.
+        raise ValueError(
+            f"{where}: crop_to_patches with max_patches 1 and do_resize off is not implemented (transformers' "
+            f"torchvision and Pil backends give different results)"
+        )
+    return {"size": size, "options": {"crop_to_patches": crop_to_patches, "min_patches": low, "max_patches": high}}
+
+
+def _square_int(size: object) -> object:
+    """GOT-OCR2 reads a bare int size as a square tile (its default_to_square), not as a shortest edge."""
+    return {"height": size, "width": size} if isinstance(size, int) and not isinstance(size, bool) else size
+
+
+def tile_grid(height: int, width: int, tile: tuple[int, int], min_tiles: int, max_tiles: int) -> tuple[int, int]:
+    """(columns, rows) of the tile grid for an image of height x width, as transformers' GOT-OCR2 chooses it:
+    the grid (with min_tiles..max_tiles tiles) whose width / height ratio is nearest the image's; on a tie the
+    later grid (more tiles) wins while the image's area is over half of the grid's; (1, 1) if none fits."""
+    ratio = width / height
+    area = width * height
+    tile_area = tile[0] * tile[1]
+    # Candidates by tile count, and for one count by columns then rows: the order ties are broken in.
+    grids = sorted(
+        ((columns, rows) for columns in range(1, max_tiles + 1) for rows in range(1, max_tiles + 1)),
+        key=lambda grid: grid[0] * grid[1],
+    )
+    best, best_diff = (1, 1), float("inf")
+    for columns, rows in grids:
+        if not min_tiles <= columns * rows <= max_tiles:
+            continue
+        diff = abs(ratio - columns / rows)
+        if diff < best_diff or (diff == best_diff and area > 0.5 * tile_area * columns * rows):
+            best, best_diff = (columns, rows), diff
+    return best
+
+
+def plan(s, shapes: list, where: str) -> Plan:
+    if not s.options["crop_to_patches"]:
+        fixed = clip.plan(s, shapes, where)
+        return Plan(fixed.shape, fixed.jobs, {"num_patches": _counts([1] * len(shapes))})
+    tile_h, tile_w = s.size["height"], s.size["width"]
+    jobs, counts, start = [], [], 0
+    for i, (height, width) in enumerate(shapes):
+        columns, rows = tile_grid(height, width, (tile_h, tile_w), s.options["min_patches"], s.options["max_patches"])
+        jobs += _tiles(i, (rows * tile_h, columns * tile_w), (tile_h, tile_w), start)
+        count = rows * columns
+        if count > 1:  # the thumbnail: the whole image resized to one tile, after its tiles
+            jobs.append(Job(i, (tile_h, tile_w), (0, 0, tile_h, tile_w), (start + count, start + count + 1)))
+            count += 1
+        counts.append(count)
+        start += count
+    return Plan((start, s.normalization.channel, tile_h, tile_w), jobs, {"num_patches": _counts(counts)})
+
+
+def _tiles(image: int, size: tuple[int, int], tile: tuple[int, int], start: int) -> list[Job]:
+    """The image resized to `size` (whole tiles) and written as its tiles, row by row, into slots from `start`:
+    square tiles in one kernel run (patch rows of side tile, one per slot); others one run per tile, each
+    writing its crop of the same resize."""
+    rows, columns = size[0] // tile[0], size[1] // tile[1]
+    whole = (0, 0, *size)
+    if tile[0] == tile[1]:
+        return [Job(image, size, whole, (start, start + rows * columns), patches=(1, tile[0], 1))]
+    return [
+        Job(image, size, (r * tile[0], c * tile[1], *tile), (start + r * columns + c, start + r * columns + c + 1))
+        for r in range(rows)
+        for c in range(columns)
+    ]
+
+
+def _counts(counts: list[int]) -> torch.Tensor:
+    return torch.tensor(counts, dtype=torch.int64, device="cpu")
