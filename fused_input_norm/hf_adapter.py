@@ -192,6 +192,9 @@ class FusedHFImageProcessor(_Adapter):
             return "no images"
         if any(not _is_image(image) for image in flat):
             return "an image that is not a PIL image, an array or a tensor (nested lists, URLs, paths)"
+        family = families.FAMILIES[configs.kind_of({"image_processor_type": type(self.upstream).__name__})]
+        if getattr(family, "SINGLE_IMAGE_GROUPS", False) and len(flat) > len(_groups(images)):
+            return "a nested group of several images (its processor treats them otherwise than single images)"
         unknown = set(kwargs) - set(self.upstream._valid_kwargs_names) - {"return_tensors", "device"}
         if unknown:
             return f"kwargs {sorted(unknown)} that the processor does not declare"
@@ -246,6 +249,13 @@ def _flat(images: Any) -> list:
     if images and all(isinstance(group, list | tuple) for group in images):
         return [image for group in images for image in group]
     return list(images)
+
+
+def _groups(images: Any) -> list:
+    """The groups of a nested call (one per sample, empty ones left out), else one group per image."""
+    if isinstance(images, list | tuple) and images and all(isinstance(group, list | tuple) for group in images):
+        return [group for group in images if group]
+    return _flat(images)
 
 
 def _is_image(image: object) -> bool:

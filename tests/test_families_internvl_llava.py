@@ -1,5 +1,6 @@
-"""InternVL3 in transformers format (GotOcr2ImageProcessor with crop_to_patches) against transformers 5's
-own processors, both backends: the tile grid against transformers' own choice over many shapes, then
+"""InternVL3 in transformers format (GotOcr2ImageProcessor with crop_to_patches) and LLaVA-OneVision
+(LlavaOnevisionImageProcessor) against transformers 5's own processors, both backends: the sizes (tile grid,
+best resolution, aspect-preserving fit) against transformers' own functions over many shapes, then
 FusedHFImageProcessor(upstream) against upstream itself and FusedImageProcessor.from_preprocessor_config
 against the class built from the same config, on real photos of several sizes and aspect ratios (wide,
 tall, tiny, exactly a tile multiple) one at a time and as one batch of mixed sizes: every key, shape and
@@ -13,13 +14,14 @@ import pytest
 import torch
 
 from fused_input_norm import FusedImageProcessor
-from fused_input_norm.families import got_ocr2
+from fused_input_norm.families import FAMILIES, got_ocr2, llava_onevision
 from fused_input_norm.hf_adapter import FusedHFImageProcessor
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test-only dependency, not installed")
 skimage_data = pytest.importorskip("skimage.data", reason="scikit-image (real photos) is not installed")
 Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed")
 got_tv = pytest.importorskip("transformers.models.got_ocr2.image_processing_got_ocr2")
+hf_utils = pytest.importorskip("transformers.image_processing_utils")
 
 FP32_ATOL = 1e-6
 BACKENDS = {"torchvision": transformers.GotOcr2ImageProcessor, "pil": transformers.GotOcr2ImageProcessorPil}
@@ -240,3 +242,194 @@ def test_without_do_resize_same_sized_images_pass_through_and_mixed_ones_are_ref
 def test_bad_configs_are_refused_by_name(config, message):
     with pytest.raises(ValueError, match="FusedImageProcessor: " + message):
         FusedImageProcessor.from_preprocessor_config({"image_processor_type": "GotOcr2ImageProcessor", **config})
+
+
+# ----- LLaVA-OneVision -----
+
+LLAVA_BACKENDS = {
+    "torchvision": transformers.LlavaOnevisionImageProcessor,
+    "pil": transformers.LlavaOnevisionImageProcessorPil,
+}
+# llava-hf/llava-onevision-qwen2-*-hf's preprocessor_config.json (less its type keys): SigLIP's mean and std,
+# the class's 384 tile and pinpoints.
+LLAVA_OV_HF = {
+    "do_convert_rgb": True,
+    "do_normalize": True,
+    "do_pad": True,
+    "do_rescale": True,
+    "do_resize": True,
+    "image_grid_pinpoints": [[384 * r, 384 * c] for r in range(1, 7) for c in range(1, 7)],
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "resample": 3,
+    "rescale_factor": 0.00392156862745098,
+    "size": {"height": 384, "width": 384},
+}
+# The pixel path places each image on its best resolution's canvas with the kernel's pad move.
+needs_pad = pytest.mark.skipif(
+    llava_onevision.KIND not in FAMILIES,
+    reason="LLaVA-OneVision's pixel path waits for the kernel's pad move (resize_into(pad=...)) on main",
+)
+
+
+def llava_photos() -> dict[str, np.ndarray]:
+    """Real photos: wide, tall, tiny, exactly 1 x 1 and 1 x 2 tiles of 384."""
+    tile = photo("astronaut")[:384, :384]
+    return {
+        "wide-coffee": photo("coffee"),  # 400 x 600
+        "tall-rocket": np.ascontiguousarray(photo("rocket").transpose(1, 0, 2)),  # 640 x 427
+        "tiny": photo("chelsea")[100:117, 200:229].copy(),  # 17 x 29
+        "tile-384": tile.copy(),
+        "tiles-384x768": np.ascontiguousarray(np.concatenate([tile, tile[:, ::-1]], axis=1)),
+    }
+
+
+def test_best_resolution_and_fit_are_transformers_over_many_shapes():
+    sides = [1, 2, 17, 100, 383, 384, 385, 500, 640, 767, 768, 1000, 1152, 1920, 2304, 3024, 4032]
+    rng = np.random.default_rng(11)
+    shapes = list(itertools.product(sides, sides)) + [
+        tuple(int(v) for v in rng.integers(1, 6000, 2)) for _ in range(400)
+    ]
+    grids = [
+        LLAVA_OV_HF["image_grid_pinpoints"],
+        [[384, 768], [768, 384], [768, 768], [384, 1152]],
+        [[192 * r, 192 * c] for r in range(1, 4) for c in range(1, 4)],
+    ]
+    for (h, w), grid in itertools.product(shapes, grids):
+        canvas = llava_onevision.best_resolution(h, w, [tuple(p) for p in grid])
+        assert canvas == hf_utils.select_best_resolution((h, w), grid)
+        image = np.broadcast_to(np.uint8(0), (3, h, w))  # a [C, H, W] shape without the memory
+        assert llava_onevision.fit_size(h, w, canvas) == hf_utils.get_patch_output_size(image, canvas, "channels_first")
+    for target in [(384, 384), (768, 384), (2304, 1152)] + [
+        tuple(int(v) for v in rng.integers(1, 3000, 2)) for _ in range(50)
+    ]:
+        for h, w in shapes:
+            image = np.broadcast_to(np.uint8(0), (3, h, w))
+            assert llava_onevision.fit_size(h, w, target) == hf_utils.get_patch_output_size(
+                image, target, "channels_first"
+            )
+
+
+# (config of the wrapped class, call kwargs).
+LLAVA_CASES = {
+    "checkpoint": (LLAVA_OV_HF, {}),
+    "checkpoint-uint8": (LLAVA_OV_HF, {"do_rescale": False, "do_normalize": False}),
+    "class-defaults": ({}, {}),
+    "pinpoints-per-call": (LLAVA_OV_HF, {"image_grid_pinpoints": [[384, 768], [768, 384], [768, 768]]}),
+    "tile-192-uint8": (
+        {
+            "size": {"shortest_edge": 192},
+            "image_grid_pinpoints": [[192 * r, 192 * c] for r in (1, 2, 3) for c in (1, 2)],
+        },
+        {"do_rescale": False, "do_normalize": False},
+    ),
+}
+
+
+@needs_pad
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+@pytest.mark.parametrize("case", list(LLAVA_CASES))
+def test_llava_adapter_on_a_batch_of_mixed_photos_equals_transformers(monkeypatch, case, backend):
+    """Mixed tile counts: the images with fewer tiles end on zero slots (do_pad), as transformers pads them."""
+    config, kwargs = LLAVA_CASES[case]
+    batch = [as_input(backend, hwc) for hwc in llava_photos().values()]
+    expected = LLAVA_BACKENDS[backend](**config)(batch, return_tensors="pt", **kwargs)
+    ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**config))
+    forbid_upstream(monkeypatch, ours)
+    assert_same(ours(batch, return_tensors="pt", **kwargs), expected, f"llava {case} {backend} batch")
+
+
+@needs_pad
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+@pytest.mark.parametrize("uint8", [False, True], ids=["float32", "uint8"])
+@pytest.mark.parametrize("name", list(llava_photos()))
+def test_llava_adapter_on_each_photo_equals_transformers(monkeypatch, name, uint8, backend):
+    """One image: its own tile count, without batch padding; do_pad off gives the same."""
+    kwargs = {"do_rescale": False, "do_normalize": False} if uint8 else {}
+    image = as_input(backend, llava_photos()[name])
+    ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**LLAVA_OV_HF))
+    forbid_upstream(monkeypatch, ours)
+    for do_pad in (True, False):
+        expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(image, return_tensors="pt", do_pad=do_pad, **kwargs)
+        got = ours(image, return_tensors="pt", do_pad=do_pad, **kwargs)
+        assert_same(got, expected, f"llava {name} {backend} do_pad={do_pad}")
+
+
+@needs_pad
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+def test_llava_nested_single_images_are_served_and_multi_image_groups_go_to_transformers(monkeypatch, backend):
+    hwcs = list(llava_photos().values())
+    single = [[as_input(backend, hwcs[0])], [], [as_input(backend, hwcs[2])]]
+    expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(single, return_tensors="pt")
+    ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**LLAVA_OV_HF))
+    assert_same(ours(single, return_tensors="pt"), expected, f"llava nested singles {backend}")
+    assert not ours._logged
+    group = [[as_input(backend, hwcs[0]), as_input(backend, hwcs[2])], [as_input(backend, hwcs[1])]]
+    expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(group, return_tensors="pt")
+    assert_same(ours(group, return_tensors="pt"), expected, f"llava multi-image group {backend} (transformers)")
+    assert any("nested group of several images" in reason for reason in ours._logged)
+
+
+@needs_pad
+@pytest.mark.parametrize("reference", list(LLAVA_BACKENDS))
+@pytest.mark.parametrize(
+    "type_keys",
+    [
+        {"image_processor_type": "LlavaOnevisionImageProcessor", "processor_class": "LlavaOnevisionProcessor"},
+        {"image_processor_type": "LlavaOnevisionImageProcessorFast"},
+        {"image_processor_type": "LlavaOnevisionImageProcessorPil"},
+    ],
+    ids=["plain", "fast", "pil"],
+)
+def test_llava_from_preprocessor_config_equals_the_class_built_from_it(type_keys, reference):
+    processor = FusedImageProcessor.from_preprocessor_config(
+        {**LLAVA_OV_HF, **type_keys}, device="cpu", reference=reference
+    )
+    hwcs = [llava_photos()[name] for name in ("wide-coffee", "tiny", "tiles-384x768")]
+    expected = LLAVA_BACKENDS[reference](**LLAVA_OV_HF)([as_input(reference, p) for p in hwcs], return_tensors="pt")
+    got = processor([Image.fromarray(p) for p in hwcs] if reference == "pil" else hwcs)
+    assert got["image_sizes"].device.type == "cpu" and got["batch_num_images"].device.type == "cpu"
+    assert_same(got, expected, f"llava from config {reference} {type_keys}")
+
+
+@needs_pad
+def test_llava_without_do_pad_different_tile_counts_are_refused_by_name():
+    config = {**LLAVA_OV_HF, "image_processor_type": "LlavaOnevisionImageProcessor", "do_pad": False}
+    processor = FusedImageProcessor.from_preprocessor_config(config, device="cpu")
+    hwcs = [photo("coffee"), photo("chelsea")[:20, :20].copy()]
+    counts = []  # the base image and the tiles of transformers' best resolution
+    for hwc in hwcs:
+        h, w = hf_utils.select_best_resolution(hwc.shape[:2], LLAVA_OV_HF["image_grid_pinpoints"])
+        counts.append(1 + h // 384 * w // 384)
+    message = rf"different numbers of tiles \(images\[0\]: {counts[0]}, images\[1\]: {counts[1]}\)"
+    with pytest.raises(ValueError, match=message):
+        processor(hwcs)
+
+
+@needs_pad
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"size": {"height": 384, "width": 256}}, r"a non-square LLaVA-OneVision size is not implemented"),
+        ({"image_grid_pinpoints": [[384, 500]]}, r"image_grid_pinpoints\[0\] = \[384, 500\] is not whole tiles of 384"),
+        ({"image_grid_pinpoints": [[384]]}, r"image_grid_pinpoints\[0\] must be \[height, width\] ints"),
+        ({"image_grid_pinpoints": []}, r"image_grid_pinpoints must be a non-empty list"),
+        ({"image_grid_pinpoints": [[0, 384]]}, r"image_grid_pinpoints\[0\] must be an int >= 1, got 0"),
+        ({"crop_size": {"height": 336, "width": 336}}, r"crop_size / do_center_crop are not implemented"),
+        ({"do_center_crop": True}, r"crop_size / do_center_crop are not implemented"),
+        ({"do_pad": "yes"}, r"do_pad must be true or false, got 'yes'"),
+    ],
+    ids=[
+        "non-square",
+        "partial-tiles",
+        "pinpoint-pair",
+        "no-pinpoints",
+        "pinpoint-0",
+        "crop_size",
+        "center-crop",
+        "do_pad",
+    ],
+)
+def test_llava_bad_configs_are_refused_by_name(config, message):
+    with pytest.raises(ValueError, match="FusedImageProcessor: " + message):
+        FusedImageProcessor.from_preprocessor_config({"image_processor_type": "LlavaOnevisionImageProcessor", **config})
