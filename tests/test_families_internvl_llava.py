@@ -193,23 +193,25 @@ def test_calls_it_refuses_go_to_transformers(backend):
 
 @pytest.mark.parametrize("reference", list(BACKENDS))
 @pytest.mark.parametrize(
-    "type_keys",
+    ("type_keys", "keys"),
     [
-        {"image_processor_type": "GotOcr2ImageProcessor"},
-        {"image_processor_type": "GotOcr2ImageProcessorFast", "processor_class": "InternVLProcessor"},
-        {"image_processor_type": "GotOcr2ImageProcessorPil"},
-        {"processor_class": "InternVLProcessor"},
+        ({"image_processor_type": "GotOcr2ImageProcessor"}, {}),
+        ({"image_processor_type": "GotOcr2ImageProcessorFast", "processor_class": "InternVLProcessor"}, {}),
+        ({"image_processor_type": "GotOcr2ImageProcessorPil"}, {}),
+        ({"processor_class": "InternVLProcessor"}, {}),
+        # a bare int size is a square tile for GOT-OCR2 (its default_to_square), not a shortest edge
+        ({"image_processor_type": "GotOcr2ImageProcessor"}, {"size": 224, "max_patches": 6}),
     ],
-    ids=["plain", "fast", "pil", "processor-class"],
+    ids=["plain", "fast", "pil", "processor-class", "size-int"],
 )
-def test_from_preprocessor_config_equals_the_class_built_from_it(type_keys, reference):
-    config = {**INTERNVL3_HF, "crop_to_patches": True}
+def test_from_preprocessor_config_equals_the_class_built_from_it(type_keys, keys, reference):
+    config = {**INTERNVL3_HF, "crop_to_patches": True, **keys}
     processor = FusedImageProcessor.from_preprocessor_config({**config, **type_keys}, device="cpu", reference=reference)
     hwcs = [photos()[name] for name in ("wide-coffee", "tiny", "tiles-896x448")]
     expected = BACKENDS[reference](**config)([as_input(reference, p) for p in hwcs], return_tensors="pt")
     got = processor([Image.fromarray(p) for p in hwcs] if reference == "pil" else hwcs)
     assert got["num_patches"].device.type == "cpu"
-    assert_same(got, expected, f"from config {reference} {type_keys}")
+    assert_same(got, expected, f"from config {reference} {type_keys} {keys}")
 
 
 def test_without_do_resize_same_sized_images_pass_through_and_mixed_ones_are_refused():
