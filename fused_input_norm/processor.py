@@ -139,7 +139,17 @@ class FusedImageProcessor:
             if job.patches:  # the slots are rows: one patch (or tile) of the resized box each
                 dest = dest.view(stop - start, -1)
             resize_into(
-                dest, box[None], weight, bias, job.size, job.crop, s.resample, self.reference, self._plans, job.patches
+                dest,
+                box[None],
+                weight,
+                bias,
+                job.size,
+                job.crop,
+                s.resample,
+                self.reference,
+                self._plans,
+                job.patches,
+                pad=job.pad,
             )
         for start, stop in plan.zero:
             slots[start:stop].zero_()

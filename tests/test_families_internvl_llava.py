@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from fused_input_norm import FusedImageProcessor
-from fused_input_norm.families import FAMILIES, got_ocr2, llava_onevision
+from fused_input_norm.families import got_ocr2, llava_onevision
 from fused_input_norm.hf_adapter import FusedHFImageProcessor
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test-only dependency, not installed")
@@ -267,11 +267,6 @@ LLAVA_OV_HF = {
     "rescale_factor": 0.00392156862745098,
     "size": {"height": 384, "width": 384},
 }
-# The pixel path places each image on its best resolution's canvas with the kernel's pad move.
-needs_pad = pytest.mark.skipif(
-    llava_onevision.KIND not in FAMILIES,
-    reason="LLaVA-OneVision's pixel path waits for the kernel's pad move (resize_into(pad=...)) on main",
-)
 
 
 def llava_photos() -> dict[str, np.ndarray]:
@@ -328,7 +323,6 @@ LLAVA_CASES = {
 }
 
 
-@needs_pad
 @pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
 @pytest.mark.parametrize("case", list(LLAVA_CASES))
 def test_llava_adapter_on_a_batch_of_mixed_photos_equals_transformers(monkeypatch, case, backend):
@@ -341,7 +335,6 @@ def test_llava_adapter_on_a_batch_of_mixed_photos_equals_transformers(monkeypatc
     assert_same(ours(batch, return_tensors="pt", **kwargs), expected, f"llava {case} {backend} batch")
 
 
-@needs_pad
 @pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
 @pytest.mark.parametrize("uint8", [False, True], ids=["float32", "uint8"])
 @pytest.mark.parametrize("name", list(llava_photos()))
@@ -357,7 +350,6 @@ def test_llava_adapter_on_each_photo_equals_transformers(monkeypatch, name, uint
         assert_same(got, expected, f"llava {name} {backend} do_pad={do_pad}")
 
 
-@needs_pad
 @pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
 def test_llava_nested_single_images_are_served_and_multi_image_groups_go_to_transformers(monkeypatch, backend):
     hwcs = list(llava_photos().values())
@@ -372,7 +364,6 @@ def test_llava_nested_single_images_are_served_and_multi_image_groups_go_to_tran
     assert any("nested group of several images" in reason for reason in ours._logged)
 
 
-@needs_pad
 @pytest.mark.parametrize("reference", list(LLAVA_BACKENDS))
 @pytest.mark.parametrize(
     "type_keys",
@@ -394,7 +385,6 @@ def test_llava_from_preprocessor_config_equals_the_class_built_from_it(type_keys
     assert_same(got, expected, f"llava from config {reference} {type_keys}")
 
 
-@needs_pad
 def test_llava_without_do_pad_different_tile_counts_are_refused_by_name():
     config = {**LLAVA_OV_HF, "image_processor_type": "LlavaOnevisionImageProcessor", "do_pad": False}
     processor = FusedImageProcessor.from_preprocessor_config(config, device="cpu")
@@ -408,7 +398,6 @@ def test_llava_without_do_pad_different_tile_counts_are_refused_by_name():
         processor(hwcs)
 
 
-@needs_pad
 @pytest.mark.parametrize(
     ("config", "message"),
     [

@@ -4,10 +4,12 @@ plugin all read."""
 
 from types import ModuleType
 
-from . import clip, got_ocr2, qwen2_vl, siglip
+from . import clip, got_ocr2, llava_onevision, qwen2_vl, siglip
 from .base import Job, Plan
 
-FAMILIES: dict[str, ModuleType] = {module.KIND: module for module in (qwen2_vl, clip, siglip, got_ocr2)}
+FAMILIES: dict[str, ModuleType] = {
+    module.KIND: module for module in (qwen2_vl, clip, siglip, got_ocr2, llava_onevision)
+}
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that
 # name only that.
 TYPES = {name: module.KIND for module in FAMILIES.values() for name in module.TYPES}
