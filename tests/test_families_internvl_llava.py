@@ -141,6 +141,10 @@ CASES = {
         {"crop_to_patches": True, "size": {"height": 224, "width": 160}},
         {"do_rescale": False, "do_normalize": False},
     ),
+    "bilinear-uint8": (
+        INTERNVL3_HF,
+        {"crop_to_patches": True, "resample": 2, "do_rescale": False, "do_normalize": False},
+    ),
     "defaults": ({}, {}),
     "no-crop-448": (INTERNVL3_HF, {}),
 }
@@ -313,6 +317,8 @@ LLAVA_CASES = {
     "checkpoint-uint8": (LLAVA_OV_HF, {"do_rescale": False, "do_normalize": False}),
     "class-defaults": ({}, {}),
     "pinpoints-per-call": (LLAVA_OV_HF, {"image_grid_pinpoints": [[384, 768], [768, 384], [768, 768]]}),
+    # transformers resizes the base image and the fitted canvas whatever do_resize says (the tiles are whole)
+    "unresized-bilinear": (LLAVA_OV_HF, {"do_resize": False, "resample": 2}),
     "tile-192-uint8": (
         {
             "size": {"shortest_edge": 192},
