@@ -26,7 +26,8 @@ ProcessorSettings = configs.ProcessorSettings
 
 
 class FusedImageProcessor:
-    """A Hugging Face image processor (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, CLIP, SigLIP) on the device.
+    """A Hugging Face image processor (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, CLIP, SigLIP, GOT-OCR2 / InternVL,
+    LLaVA-OneVision: families/) on the device.
 
     Build it with `from_preprocessor_config`; call it on images to get what the processor returns.
     """
@@ -103,7 +104,10 @@ class FusedImageProcessor:
         float32 blend (reference "torchvision").
 
         Returns what the family's processor returns: Qwen-VL {"pixel_values": [patches, C * T * P * P],
-        "image_grid_thw": int64 [n, 3] on the CPU}; CLIP / SigLIP {"pixel_values": [n, C, h, w]}; pixel_values in `visual_dtype` on the processor's device.
+        "image_grid_thw": int64 [n, 3] on the CPU}; CLIP / SigLIP {"pixel_values": [n, C, h, w]}; GOT-OCR2
+        {"pixel_values": [tiles, C, h, w], "num_patches": int64 [n]}; LLaVA-OneVision {"pixel_values":
+        [n, tiles, C, h, w], "image_sizes": int64 [n, 2], "batch_num_images": int64 [n]} (the integer outputs on
+        the CPU); pixel_values in `visual_dtype` on the processor's device.
         `visual_dtype=torch.uint8`: the resized bytes in that layout, without rescale and normalize (what
         transformers returns with do_rescale=False, do_normalize=False; vLLM normalizes them on the GPU).
         Every image is checked and every size decided before the first kernel runs.
