@@ -430,3 +430,24 @@ def test_llava_without_do_pad_different_tile_counts_are_refused_by_name():
 def test_llava_bad_configs_are_refused_by_name(config, message):
     with pytest.raises(ValueError, match="FusedImageProcessor: " + message):
         FusedImageProcessor.from_preprocessor_config({"image_processor_type": "LlavaOnevisionImageProcessor", **config})
+
+
+# ----- a 1080p photo (InternVL3: 8 tiles + thumbnail; LLaVA-OneVision: the base image + 15 tiles) -----
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+@pytest.mark.parametrize("uint8", [False, True], ids=["float32", "uint8"])
+@pytest.mark.parametrize(
+    ("family", "config", "kwargs"),
+    [("internvl3", INTERNVL3_HF, {"crop_to_patches": True}), ("llava-ov", LLAVA_OV_HF, {})],
+    ids=["internvl3", "llava-ov"],
+)
+def test_a_1080p_photo_equals_transformers(monkeypatch, family, config, kwargs, uint8, backend):
+    hwc = np.array(Image.fromarray(photo("astronaut")).resize((1920, 1080), Image.Resampling.BICUBIC))
+    classes = BACKENDS if family == "internvl3" else LLAVA_BACKENDS
+    kwargs = kwargs | ({"do_rescale": False, "do_normalize": False} if uint8 else {})
+    image = as_input(backend, hwc)
+    expected = classes[backend](**config)(image, return_tensors="pt", **kwargs)
+    ours = FusedHFImageProcessor(classes[backend](**config))
+    forbid_upstream(monkeypatch, ours)
+    assert_same(ours(image, return_tensors="pt", **kwargs), expected, f"{family} {backend} 1080p")
