@@ -12,6 +12,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from conftest import RecordOps
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm.families import got_ocr2, llava_onevision
@@ -224,8 +225,12 @@ def test_without_do_resize_same_sized_images_pass_through_and_mixed_ones_are_ref
     hwcs = [photo("coffee"), photo("coffee")[::-1].copy()]
     expected = transformers.GotOcr2ImageProcessor(do_resize=False)([as_input("torchvision", p) for p in hwcs])
     assert_same(processor(hwcs), transformers.BatchFeature(expected, tensor_type="pt"), "do_resize off")
-    with pytest.raises(ValueError, match=r"different sizes \(images\[0\]: 400x600, images\[1\]: 300x451\)"):
+    with (
+        RecordOps() as recorded,
+        pytest.raises(ValueError, match=r"different sizes \(images\[0\]: 400x600, images\[1\]: 300x451\)"),
+    ):
         processor([photo("coffee"), photo("chelsea")])
+    assert not any("fused_input_norm" in str(op) for op in recorded.ops())  # refused before any kernel ran
 
 
 @pytest.mark.parametrize(
@@ -400,8 +405,9 @@ def test_llava_without_do_pad_different_tile_counts_are_refused_by_name():
         h, w = hf_utils.select_best_resolution(hwc.shape[:2], LLAVA_OV_HF["image_grid_pinpoints"])
         counts.append(1 + h // 384 * w // 384)
     message = rf"different numbers of tiles \(images\[0\]: {counts[0]}, images\[1\]: {counts[1]}\)"
-    with pytest.raises(ValueError, match=message):
+    with RecordOps() as recorded, pytest.raises(ValueError, match=message):
         processor(hwcs)
+    assert not any("fused_input_norm" in str(op) for op in recorded.ops())  # refused before any kernel ran
 
 
 @pytest.mark.parametrize(
