@@ -372,7 +372,20 @@ def test_llava_nested_single_images_are_served_and_multi_image_groups_go_to_tran
     group = [[as_input(backend, hwcs[0]), as_input(backend, hwcs[2])], [as_input(backend, hwcs[1])]]
     expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(group, return_tensors="pt")
     assert_same(ours(group, return_tensors="pt"), expected, f"llava multi-image group {backend} (transformers)")
-    assert any("nested group of several images" in reason for reason in ours._logged)
+    assert any("several images in one sample" in reason for reason in ours._logged)
+
+
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+def test_llava_a_4d_batch_goes_to_transformers_which_fails_on_it(backend):
+    """transformers counts a 4-D batch as one sample of several images and fails on it: so does the adapter,
+    by handing it over."""
+    batch = torch.zeros(2, 3, 100, 120, dtype=torch.uint8)
+    ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**LLAVA_OV_HF))
+    with pytest.raises(IndexError):
+        LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(batch, return_tensors="pt")
+    with pytest.raises(IndexError):
+        ours(batch, return_tensors="pt")
+    assert any("several images in one sample" in reason for reason in ours._logged)
 
 
 @pytest.mark.parametrize("reference", list(LLAVA_BACKENDS))
