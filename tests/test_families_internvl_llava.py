@@ -376,6 +376,18 @@ def test_llava_nested_single_images_are_served_and_multi_image_groups_go_to_tran
 
 
 @pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+def test_llava_pinpoints_transformers_refuses_go_to_it(backend):
+    """Tuples where transformers' call validation wants lists: handed back, and refused there."""
+    image = as_input(backend, llava_photos()["tiny"])
+    ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**LLAVA_OV_HF))
+    with pytest.raises(Exception, match="image_grid_pinpoints") as theirs:
+        LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(image, image_grid_pinpoints=[(384, 384)])
+    with pytest.raises(type(theirs.value), match="image_grid_pinpoints"):
+        ours(image, image_grid_pinpoints=[(384, 384)])
+    assert any("image_grid_pinpoints[0] must be [height, width] ints" in reason for reason in ours._logged)
+
+
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
 def test_llava_a_4d_batch_goes_to_transformers_which_fails_on_it(backend):
     """transformers counts a 4-D batch as one sample of several images and fails on it: so does the adapter,
     by handing it over."""
@@ -430,6 +442,7 @@ def test_llava_without_do_pad_different_tile_counts_are_refused_by_name():
         ({"image_grid_pinpoints": [[384, 500]]}, r"image_grid_pinpoints\[0\] = \[384, 500\] is not whole tiles of 384"),
         ({"image_grid_pinpoints": [[384]]}, r"image_grid_pinpoints\[0\] must be \[height, width\] ints"),
         ({"image_grid_pinpoints": []}, r"image_grid_pinpoints must be a non-empty list"),
+        ({"image_grid_pinpoints": [(384, 384)]}, r"image_grid_pinpoints\[0\] must be \[height, width\] ints"),
         ({"image_grid_pinpoints": [[0, 384]]}, r"image_grid_pinpoints\[0\] must be an int >= 1, got 0"),
         ({"crop_size": {"height": 336, "width": 336}}, r"crop_size / do_center_crop are not implemented"),
         ({"do_center_crop": True}, r"crop_size / do_center_crop are not implemented"),
@@ -440,6 +453,7 @@ def test_llava_without_do_pad_different_tile_counts_are_refused_by_name():
         "partial-tiles",
         "pinpoint-pair",
         "no-pinpoints",
+        "pinpoint-tuple",
         "pinpoint-0",
         "crop_size",
         "center-crop",

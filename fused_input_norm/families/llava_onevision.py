@@ -49,13 +49,13 @@ def settings(config: Mapping, get, where: str) -> dict:
 
 
 def pinpoints(value: object, tile: int, where: str) -> tuple[tuple[int, int], ...]:
-    """image_grid_pinpoints: (height, width) resolutions, each whole tiles (a partial edge tile would be
-    resized again, which the plan does not reproduce)."""
-    if not isinstance(value, list | tuple) or not value:
+    """image_grid_pinpoints: [height, width] resolutions, each whole tiles (a partial edge tile would be
+    resized again, which the plan does not reproduce). Lists, as transformers' call validation demands."""
+    if not isinstance(value, list) or not value:
         raise ValueError(f"{where}: image_grid_pinpoints must be a non-empty list of [height, width], got {value!r}")
     checked = []
     for i, pair in enumerate(value):
-        if not isinstance(pair, list | tuple) or len(pair) != 2 or not all(is_int(v) for v in pair):
+        if not isinstance(pair, list) or len(pair) != 2 or not all(is_int(v) for v in pair):
             raise ValueError(f"{where}: image_grid_pinpoints[{i}] must be [height, width] ints, got {pair!r}")
         height, width = (side(where, f"image_grid_pinpoints[{i}]", v) for v in pair)
         if height % tile or width % tile:
