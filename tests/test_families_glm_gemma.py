@@ -128,16 +128,17 @@ def forbid_upstream_preprocess(monkeypatch, adapter) -> None:
 
 
 def assert_same(got, expected, label: str) -> str:
-    """Every key, shape and dtype transformers returns; pixel_values equal (uint8) or within 1e-6 (float32);
-    the other keys equal. Returns the table cell: the max abs diff, or "equal"."""
+    """Every key, shape and dtype transformers returns; pixel_values (or pixel_values_videos) equal (uint8) or
+    within 1e-6 (float32); the other keys equal. Returns the table cell: the max abs diff, or "equal"."""
     assert set(got) == set(expected), (set(got), set(expected))
+    pixels = next(key for key in expected if key.startswith("pixel_values"))
     for key in expected:
         have, want = got[key], expected[key]
         assert type(have) is type(want) is torch.Tensor, (key, type(have), type(want))
         assert have.dtype == want.dtype and have.shape == want.shape, (key, have.dtype, want.dtype, have.shape)
-        if key != "pixel_values" or want.dtype == torch.uint8:
+        if key != pixels or want.dtype == torch.uint8:
             assert torch.equal(have, want), key
-    pv, ref = got["pixel_values"], expected["pixel_values"]
+    pv, ref = got[pixels], expected[pixels]
     if ref.dtype == torch.uint8:
         cell = "equal"
     else:
@@ -413,3 +414,127 @@ def test_calls_it_does_not_reproduce_go_to_transformers(caplog):
     said = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
     assert len(said) == 3, said
     assert "do_resize off" in said[0] and "a Gemma 3 size must be" in said[1] and "do_pan_and_scan needs" in said[2]
+
+
+# ----- GLM-4V's video processor (Glm4vVideoProcessor) through FusedVideoProcessor -----
+
+GLM_VIDEO = {"video_processor_type": "Glm4vVideoProcessor"}
+
+
+def _clip(frames: int, height: int = 200, width: int = 300, name: str = "astronaut", step=(5, 7)) -> np.ndarray:
+    """uint8 [T, H, W, 3]: a window moving across a real photo, `step` pixels per frame."""
+    whole = photo(name)
+    dy, dx = step
+    return np.stack([whole[t * dy : t * dy + height, t * dx : t * dx + width] for t in range(frames)])
+
+
+def _glm_video(**config):
+    return transformers.Glm4vVideoProcessor(**config)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+@pytest.mark.parametrize(
+    ("config", "kwargs", "metadata"),
+    [
+        ({}, {"do_sample_frames": False}, None),
+        ({}, {}, [{"total_num_frames": 9, "fps": 3.0}, {"total_num_frames": 7, "fps": 2.5, "duration": 2.9}]),
+        ({}, {"fps": 1.5, "max_duration": 1}, [{"total_num_frames": 9, "fps": 3.0}, {"total_num_frames": 7, "fps": 7}]),
+        ({"max_duration": 2, "fps": 3}, {}, [{"total_num_frames": 9, "fps": 3.0}, {"total_num_frames": 7, "fps": 2.0}]),
+        (
+            {"size": {"shortest_edge": 3136, "longest_edge": 401408}},
+            {"do_sample_frames": False, "patch_size": 16},
+            None,
+        ),
+    ],
+    ids=["all-frames", "sampled", "call-fps", "long-video", "size-patch16"],
+)
+def test_glm_video_matches_transformers(config, kwargs, metadata, dtype):
+    """Clips of two sizes and odd frame counts in one call; sampling by fps (the config's, a call's; a call's
+    max_duration is read by neither), a clip longer than max_duration, sizes and patch sizes."""
+    from fused_input_norm import FusedVideoProcessor
+
+    if dtype == "uint8":
+        kwargs = {**kwargs, "do_rescale": False, "do_normalize": False}
+    videos = [_clip(9), _clip(7, 190, 250, "coffee", (4, 3))]
+    expected = _glm_video(**config)(videos, video_metadata=metadata, return_tensors="pt", **kwargs)
+    processor = FusedVideoProcessor.from_preprocessor_config({**GLM_VIDEO, **config}, device="cpu")
+    got = processor(videos, torch.uint8 if dtype == "uint8" else torch.float32, video_metadata=metadata, **kwargs)
+    assert_same(got, expected, f"glm4v-video torchvision {'-'.join(map(str, kwargs))} {dtype}")
+
+
+def test_glm_video_adapter_and_encoded_video_match_transformers(monkeypatch, tmp_path):
+    """FusedHFVideoProcessor over Glm4vVideoProcessor (upstream samples, the adapter computes), served; and an
+    MP4's bytes, sampled from the stream's own duration, against transformers given its path."""
+    from fused_input_norm import FusedVideoProcessor
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    videos = [_clip(9), _clip(7, 190, 250, "coffee", (4, 3))]
+    metadata = [{"total_num_frames": 9, "fps": 3.0}, {"total_num_frames": 7, "fps": 2.5}]
+    ours = FusedHFVideoProcessor(_glm_video())
+    for kwargs in ({}, {"do_rescale": False, "do_normalize": False, "fps": 1}):
+        expected = _glm_video()(videos, video_metadata=metadata, return_tensors="pt", **kwargs)
+        monkeypatch.setattr(ours.upstream, "_preprocess", lambda *a, **k: pytest.fail("handed back"))
+        got = ours(videos, video_metadata=metadata, return_tensors="pt", **kwargs)
+        assert_same(got, expected, f"glm4v-video-adapter torchvision {'-'.join(map(str, kwargs))}")
+    decode = pytest.importorskip("test_video_decode")
+    if decode.TORCHCODEC_MISSING:
+        pytest.skip(decode.TORCHCODEC_MISSING)
+    data = decode.encode(_clip(40, 160, 240, "chelsea", (2, 3)), "mp4", 20.0)
+    (tmp_path / "clip.mp4").write_bytes(data)
+    expected = _glm_video()(str(tmp_path / "clip.mp4"), return_tensors="pt")
+    got = FusedVideoProcessor.from_preprocessor_config(GLM_VIDEO, device="cpu")(data)
+    assert_same(got, expected, "glm4v-video torchvision mp4")
+
+
+def test_glm_frame_sampling_is_transformers():
+    """glm4v_frame_indices against Glm4vVideoProcessor.sample_frames over frame counts, video fps, durations
+    (given or not), sampling fps and max_duration (both branches: within it, and spread over a longer video)."""
+    from transformers.video_utils import VideoMetadata
+
+    from fused_input_norm.video import glm4v_frame_indices
+
+    rng = random.Random(41)
+    for _ in range(3000):
+        total = rng.randint(1, 4000)
+        video_fps = rng.choice([1, 2.5, 12, 23.976, 24, 25, 29.97, 30, 60, rng.uniform(0.2, 90)])
+        duration = rng.choice([None, total / video_fps, rng.uniform(0.1, 400)])
+        fps, max_duration = rng.choice([0.5, 1, 2, 3, rng.uniform(0.1, 8)]), rng.choice([1, 10, 60, 300])
+        metadata = VideoMetadata(total_num_frames=total, fps=video_fps, duration=duration)
+        want = _glm_video(max_duration=max_duration).sample_frames(metadata, fps=fps).tolist()
+        assert glm4v_frame_indices(total, video_fps, duration, fps, max_duration) == want, (total, video_fps, duration)
+
+
+def test_glm_video_refusals_are_transformers_and_named_before_any_kernel():
+    from fused_input_norm import FusedVideoProcessor
+
+    processor = FusedVideoProcessor.from_preprocessor_config(GLM_VIDEO, device="cpu")
+    for call, message in (
+        ({}, "GLM-4V samples frames per second from the video's fps: pass video_metadata"),
+        ({"do_sample_frames": False, "videos": [_clip(4), _clip(1)]}, "videos[1] of 1 frames of 200x300: t:1"),
+    ):
+        videos = call.pop("videos", [_clip(4)])
+        with pytest.raises(ValueError):
+            _glm_video()(videos, return_tensors="pt", **call)
+        with RecordOps() as recorded, pytest.raises(ValueError) as raised:
+            processor(videos, **call)
+        assert message in str(raised.value), str(raised.value)
+        assert not any("fused_input_norm" in str(op) for op in recorded.ops())
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) min_frames"):
+        processor([_clip(4)], do_sample_frames=False, min_frames=2)  # GLM-4V takes no min_frames
+
+
+@pytest.mark.parametrize(
+    "config",
+    [GLM_VIDEO, {"processor_class": "Glm4vProcessor"}, {**GLM_VIDEO, "max_duration": 60, "fps": 1}],
+    ids=["type", "processor-class", "checkpoint-like"],
+)
+def test_glm_video_config_is_the_class(config):
+    from fused_input_norm import FusedVideoProcessor
+
+    s = FusedVideoProcessor.from_preprocessor_config(config, device="cpu").settings
+    hf = _glm_video(**{k: v for k, v in config.items() if k not in ("video_processor_type", "processor_class")})
+    assert s.kind == "glm4v"
+    assert s.size == {"shortest_edge": hf.size.shortest_edge, "longest_edge": hf.size.longest_edge}
+    assert (s.patch_size, s.temporal_patch_size, s.merge_size) == (hf.patch_size, hf.temporal_patch_size, hf.merge_size)
+    assert (s.do_sample_frames, s.fps, s.max_duration) == (hf.do_sample_frames, hf.fps, hf.max_duration)
+    assert list(s.normalization.image_mean) == list(hf.image_mean)
