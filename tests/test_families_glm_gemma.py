@@ -154,8 +154,16 @@ def assert_same(got, expected, label: str) -> str:
 
 @pytest.mark.parametrize("dtype", ["float32", "uint8"])
 @pytest.mark.parametrize("reference", REFERENCES)
-@pytest.mark.parametrize("case", CASES)
-@pytest.mark.parametrize("family", ["glm4v", "gemma3", "gemma3-pas"])
+@pytest.mark.parametrize(
+    ("family", "case"),
+    # Each family on every shape but the other family's exact multiple (the batch holds that one too).
+    [
+        (family, case)
+        for family in ("glm4v", "gemma3", "gemma3-pas")
+        for case in CASES
+        if case != ("gemma-multiple" if family == "glm4v" else "glm-multiple")
+    ],
+)
 def test_adapter_matches_transformers(monkeypatch, family, case, reference, dtype):
     classes, config, kwargs = FAMILIES[family]
     _check_adapter(monkeypatch, family, classes, config, kwargs, case, reference, dtype)
@@ -184,6 +192,26 @@ def _check_adapter(monkeypatch, family, classes, config, kwargs, case, reference
     if dtype == "uint8" and reference == "pil" and family.startswith("glm4v"):
         assert expected["pixel_values"].dtype == torch.float32  # its Pil backend's bytes as float32 values
     assert_same(got, expected, f"{family} {reference} {case} {dtype}")
+
+
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("family", ["glm4v", "gemma3-pas"])
+def test_gray_palette_and_rgba_images_are_converted_as_transformers_does(monkeypatch, family, reference):
+    """do_convert_rgb: gray repeated, a palette image expanded, RGBA composited on white, as each backend does.
+    (Set here: Gemma 3's checkpoints ship "do_convert_rgb": null, which transformers 5.25 keeps as None, off.)"""
+    classes, config, kwargs = FAMILIES[family]
+    config = {**config, "do_convert_rgb": True}
+    rgb = PHOTOS["panorama"]
+    alpha = np.linspace(0, 255, rgb.shape[1], dtype=np.uint8)[None, :].repeat(rgb.shape[0], 0)
+    images = [
+        Image.fromarray(rgb).convert("L"),
+        Image.fromarray(rgb).convert("P"),
+        Image.fromarray(np.dstack([rgb, alpha])),
+    ]
+    expected = upstream(classes, reference, config)(images, return_tensors="pt", **kwargs)
+    ours = FusedHFImageProcessor(upstream(classes, reference, config))
+    forbid_upstream_preprocess(monkeypatch, ours)
+    assert_same(ours(images, return_tensors="pt", **kwargs), expected, f"{family} {reference} gray-palette-rgba")
 
 
 def test_pil_backend_without_return_tensors_gives_arrays_as_the_adapter_does(monkeypatch):
