@@ -9,8 +9,9 @@ from collections.abc import Mapping
 
 import torch
 
-from ..checks import image_name, is_int, is_number, positive_int
-from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, side
+from ..checks import image_name, is_number, positive_int
+from . import clip
+from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan
 
 KIND = "gemma3"
 TYPES = ("Gemma3ImageProcessor",)
@@ -54,13 +55,7 @@ def fixed_size(size: object, where: str) -> dict:
     a pair is (height, width)); a size of edges (an aspect-preserving resize) is not implemented."""
     if size is None:
         return dict(DEFAULTS["size"])
-    if is_int(size):
-        size = {"height": size, "width": size}
-    elif isinstance(size, list | tuple) and len(size) == 2:
-        size = {"height": size[0], "width": size[1]}
-    if not isinstance(size, Mapping) or set(size) != {"height", "width"}:
-        raise ValueError(f"{where}: a Gemma 3 size must be an int or {{'height', 'width'}}, got {size!r}")
-    return {k: side(where, f"size[{k!r}]", size[k]) for k in ("height", "width")}
+    return dict(zip(("height", "width"), clip.crop_size(size, where, "size"), strict=True))
 
 
 def pan_and_scan_boxes(
