@@ -297,8 +297,9 @@ def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
 
 
 def video_kind_of(config: Mapping) -> str | None:
-    """ "qwen2_vl", "qwen3_vl" or "glm4v" from video_processor_type (its Fast spelling too), else processor_class, else
-    an image config's Qwen2VLImageProcessor type (Qwen2-VL's and Qwen2.5-VL's); None for anything else."""
+    """ "qwen2_vl", "qwen3_vl" or "glm4v" from video_processor_type (its Fast spelling too), else
+    processor_class, else an image config's Qwen2VLImageProcessor type (Qwen2-VL's and Qwen2.5-VL's); None
+    for anything else."""
     name = config.get("video_processor_type")
     if isinstance(name, str):
         return VIDEO_TYPES.get(name.removesuffix("Fast"))

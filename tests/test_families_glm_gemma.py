@@ -4,7 +4,11 @@ itself on real photos of several sizes and aspect ratios (tall, wide, tiny, exac
 of them all, float32 within 1e-6 and the resized bytes (do_rescale and do_normalize off) equal, every key
 transformers returns equal in name, shape and dtype; FusedImageProcessor from the configs as the checkpoints
 ship them, in every spelling; the families' sizes (GLM's smart_resize, Gemma 3's pan-and-scan crops) against
-transformers' own functions over many shapes; and what either refuses, named before any kernel runs."""
+transformers' own functions over many shapes; and what either refuses, named before any kernel runs. Then
+GLM-4V's video processor (Glm4vVideoProcessor) through FusedVideoProcessor and FusedHFVideoProcessor: clips,
+its fps-only frame sampling (against its sample_frames over thousands of cases), an MP4, its refusals.
+
+The EQUALITY lines printed (pytest -s) are the equality table: family, backend, case, max abs diff."""
 
 import logging
 import random
