@@ -261,6 +261,46 @@ def test_processor_from_config_matches_transformers(classes, config, reference):
     )
 
 
+@pytest.mark.parametrize(
+    ("classes", "config"),
+    [
+        (GLM, GLM_CHECKPOINT),
+        (GLM, {}),
+        (GLM, {"size": {"shortest_edge": 100, "longest_edge": 5000}, "resample": 2, "do_normalize": False}),
+        (GEMMA3, GEMMA3_CHECKPOINT),
+        (GEMMA3, {**GEMMA3_CHECKPOINT, **PAN_AND_SCAN}),
+        (GEMMA3, {"size": [300, 200], "do_rescale": False}),
+        (GEMMA3, {}),
+    ],
+    ids=["glm", "glm-defaults", "glm-other", "gemma3", "gemma3-pas", "gemma3-pair", "gemma3-defaults"],
+)
+def test_resolved_config_is_what_transformers_resolves(classes, config):
+    """Every setting the processor acts on, as both transformers classes resolve the same config."""
+    kind = "glm4v" if classes is GLM else "gemma3"
+    s = configs.resolve({**config, "image_processor_type": classes[1].__name__}, "test")
+    for hf in (upstream(classes, reference, config) for reference in REFERENCES):
+        assert s.do_resize == hf.do_resize and s.resample == {2: "bilinear", 3: "bicubic"}[int(hf.resample)]
+        assert s.size == {k: v for k, v in dict(hf.size).items() if v is not None}
+        # A config's explicit null do_convert_rgb (Gemma 3's checkpoints ship one) is read here as the class
+        # default (on), as every family's null; transformers 5.25 keeps None (off). RGB images are the same
+        # either way; a gray or RGBA one is converted here where transformers fails on it.
+        assert s.do_convert_rgb == (hf.do_convert_rgb if hf.do_convert_rgb is not None else True)
+        n = s.normalization
+        assert n.rescale_factor == (hf.rescale_factor if hf.do_rescale else 1.0)
+        if hf.do_normalize:
+            assert (list(n.image_mean), list(n.image_std)) == (list(hf.image_mean), list(hf.image_std))
+        if kind == "glm4v":
+            assert (s.patch_size, s.temporal_patch_size, s.merge_size) == (
+                hf.patch_size,
+                hf.temporal_patch_size,
+                hf.merge_size,
+            )
+        else:
+            keys = gemma3.PAN_AND_SCAN_KEYS
+            want = tuple(getattr(hf, k) for k in keys) if hf.do_pan_and_scan else None
+            assert s.options["pan_and_scan"] == want
+
+
 # ----- sizes: the families' pure functions against transformers' own -----
 
 
