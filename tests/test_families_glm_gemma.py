@@ -16,7 +16,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from conftest import RecordOps
+from conftest import RecordOps, requires_cuda
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm import config as configs
@@ -216,6 +216,41 @@ def test_gray_palette_and_rgba_images_are_converted_as_transformers_does(monkeyp
     ours = FusedHFImageProcessor(upstream(classes, reference, config))
     forbid_upstream_preprocess(monkeypatch, ours)
     assert_same(ours(images, return_tensors="pt", **kwargs), expected, f"{family} {reference} gray-palette-rgba")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+@pytest.mark.parametrize("reference", REFERENCES)
+@pytest.mark.parametrize("classes", [GLM, GEMMA3], ids=["glm4v", "gemma3"])
+def test_without_resize_matches_transformers(monkeypatch, classes, reference, dtype):
+    """do_resize off: GLM-4V's rows of an image already a multiple of 28, Gemma 3's images of one size as
+    they are (two of the same photo)."""
+    kwargs = {"do_resize": False} | ({"do_rescale": False, "do_normalize": False} if dtype == "uint8" else {})
+    images = [hf_input(reference, PHOTOS["glm-multiple"])] * 2
+    expected = upstream(classes, reference, {})(images, return_tensors="pt", **kwargs)
+    ours = FusedHFImageProcessor(upstream(classes, reference, {}))
+    forbid_upstream_preprocess(monkeypatch, ours)
+    got = ours(images, return_tensors="pt", **kwargs)
+    assert_same(got, expected, f"{'glm4v' if classes is GLM else 'gemma3'} {reference} unresized {dtype}")
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+@pytest.mark.parametrize("family", ["glm4v", "gemma3-pas"])
+def test_cuda_calls_equal_the_same_calls_on_the_cpu(family, dtype):
+    """device="cuda" (vLLM's --mm-processor-device): the same outputs as on the CPU, bit for bit, the pixels
+    left on the device, served; pan and scan's crops are boxes of the image on the device."""
+    classes, config, kwargs = FAMILIES[family]
+    if dtype == "uint8":
+        kwargs = {**kwargs, "do_rescale": False, "do_normalize": False}
+    ours = FusedHFImageProcessor(upstream(classes, "torchvision", config))
+    images = [hf_input("torchvision", hwc) for hwc in case_images("batch")]
+    on_cpu = ours(images, return_tensors="pt", **kwargs)
+    on_gpu = ours(images, return_tensors="pt", device="cuda", **kwargs)
+    assert not ours._logged, ours._logged
+    assert on_gpu["pixel_values"].device.type == "cuda"
+    assert set(on_gpu) == set(on_cpu)
+    for key in on_cpu:
+        assert torch.equal(on_gpu[key].cpu(), on_cpu[key]), key
 
 
 def test_pil_backend_without_return_tensors_gives_arrays_as_the_adapter_does(monkeypatch):
