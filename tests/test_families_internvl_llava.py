@@ -236,7 +236,7 @@ def test_without_do_resize_same_sized_images_pass_through_and_mixed_ones_are_ref
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"size": {"shortest_edge": 448}}, r"a GOT-OCR2 size must be \{'height', 'width'\}"),
+        ({"size": {"shortest_edge": 448}}, r"size must be an int or \{'height', 'width'\}, got \{'shortest_edge'"),
         ({"min_patches": 0}, r"min_patches must be an int >= 1, got 0"),
         ({"max_patches": 2.5}, r"max_patches must be an int >= 1, got 2.5"),
         ({"min_patches": 5, "max_patches": 2}, r"min_patches \(5\) > max_patches \(2\)"),

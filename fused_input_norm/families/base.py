@@ -7,8 +7,9 @@ A family (one transformers image processor, with its Fast and Pil spellings) is 
   PIL_BYTES_AS_FLOAT  whether its Pil backend returns the resized bytes (rescale, normalize off) as float32,
   settings(config, get, where) -> dict   its geometry keys checked (size, patch sizes, options),
   plan(settings, shapes, where) -> Plan  every output size and slot decided from the images' shapes alone,
-and optionally SINGLE_IMAGE_GROUPS = True: a call nesting several images in one group (one sample) is not
-  reproduced (the adapter hands it to transformers), as its processor treats such images otherwise.
+and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sample (a nested group of
+  several, a 4-D batch) is not reproduced (the adapter hands it to transformers), as its processor treats
+  such images otherwise.
 The core (processor.py) decodes, allocates Plan.shape once, runs the fused resize + normalize + layout
 kernel once per Job into its slots, zeroes Plan.zero, and returns pixel_values with Plan.extras.
 

@@ -29,9 +29,9 @@ DEFAULTS = {
 
 
 def settings(config: Mapping, get, where: str) -> dict:
-    size = clip.resize_size(_square_int(config.get("size")), DEFAULTS["size"], where)
-    if "height" not in size:
-        raise ValueError(f"{where}: a GOT-OCR2 size must be {{'height', 'width'}} (the tile), got {size}")
+    # The tile: a bare int is a square (GOT-OCR2's default_to_square), not a shortest edge.
+    tile = clip.crop_size(get("size"), where, "size")
+    size = {"height": tile[0], "width": tile[1]}
     crop_to_patches = get("crop_to_patches")
     if not isinstance(crop_to_patches, bool):
         raise ValueError(f"{where}: crop_to_patches must be true or false, got {crop_to_patches!r}")
@@ -47,11 +47,6 @@ def settings(config: Mapping, get, where: str) -> dict:
             f"torchvision and Pil backends give different results)"
         )
     return {"size": size, "options": {"crop_to_patches": crop_to_patches, "min_patches": low, "max_patches": high}}
-
-
-def _square_int(size: object) -> object:
-    """GOT-OCR2 reads a bare int size as a square tile (its default_to_square), not as a shortest edge."""
-    return {"height": size, "width": size} if isinstance(size, int) and not isinstance(size, bool) else size
 
 
 def tile_grid(height: int, width: int, tile: tuple[int, int], min_tiles: int, max_tiles: int) -> tuple[int, int]:
