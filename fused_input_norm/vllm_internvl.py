@@ -25,7 +25,6 @@ import threading
 
 import torch
 
-from .hf_adapter import _Processors
 from .processor import FusedImageProcessor
 
 MODULE = "vllm.transformers_utils.processors.internvl"
@@ -110,7 +109,7 @@ def _serve(module, upstream, images, min_dynamic_patch, max_dynamic_patch, dynam
     cls = getattr(module, CLASS)
     if type(upstream) is not cls:
         return f"{type(upstream).__name__} is a subclass of {CLASS} with preprocessing of its own"
-    return_tensors = kwargs.pop("return_tensors", None)
+    return_tensors = kwargs.get("return_tensors")
     if return_tensors not in (None, "pt"):
         return f"return_tensors={return_tensors!r} (only 'pt' is served)"
     images = images if isinstance(images, list) else [images]
@@ -135,7 +134,8 @@ def _serve(module, upstream, images, min_dynamic_patch, max_dynamic_patch, dynam
         "image_std": list(module.IMAGENET_STD),
     }
     try:
-        out = _processor(config)(images)
+        items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items()))
+        out = _processor(items)(images)
     except (TypeError, ValueError) as e:
         return str(e)
     from transformers import BatchFeature
@@ -144,15 +144,10 @@ def _serve(module, upstream, images, min_dynamic_patch, max_dynamic_patch, dynam
     return BatchFeature(data, tensor_type=return_tensors)
 
 
-# One FusedImageProcessor per distinct config (per-request tile bounds), at most MAX_PROCESSORS of them.
-_PROCESSORS = _Processors()
-
-
-def _processor(config: dict) -> FusedImageProcessor:
-    return _PROCESSORS.get(
-        (repr(sorted(config.items())),),
-        lambda: FusedImageProcessor.from_preprocessor_config(config, device=torch.device("cpu"), reference="pil"),
-    )
+@functools.lru_cache(maxsize=8)  # one per distinct config (per-request tile bounds), least recently used out
+def _processor(items: tuple) -> FusedImageProcessor:
+    config = {key: list(value) if isinstance(value, tuple) else value for key, value in items}
+    return FusedImageProcessor.from_preprocessor_config(config, device=torch.device("cpu"), reference="pil")
 
 
 class _HandedBack:

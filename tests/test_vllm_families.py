@@ -38,6 +38,7 @@ MODELS = {
         "<|vision_start|><|image_pad|><|vision_end|>",
         (True, False),
     ),
+    "internvl_chat": ("InternVLChatModel", "<image>", (None,)),
 }
 WORDS = ["[UNK]", "describe", "these", "images", "and", "compare", "them", "."]
 # (height, width): a 12 MP phone photo, 1080p, VGA, tiny, elongated, and one at the crop size already.
@@ -147,7 +148,77 @@ def write_qwen3_vl_moe(path: str) -> None:
     dump(path, "config.json", config)
 
 
-WRITERS = {"llava": write_llava, "paligemma": write_paligemma, "qwen3_vl_moe": write_qwen3_vl_moe}
+# InternVL's checkpoints ship their config class as remote code; this one holds what vLLM reads of it.
+INTERNVL_CONFIG_CODE = """
+from transformers import AutoConfig, PretrainedConfig
+
+
+class InternVisionConfig(PretrainedConfig):
+    model_type = "intern_vit_6b"
+
+    def __init__(self, image_size=448, patch_size=14, hidden_size=32, num_hidden_layers=1, **kwargs):
+        super().__init__(**kwargs)
+        self.image_size, self.patch_size = image_size, patch_size
+        self.hidden_size, self.num_hidden_layers = hidden_size, num_hidden_layers
+
+
+class InternVLChatConfig(PretrainedConfig):
+    model_type = "internvl_chat"
+    is_composition = True
+
+    def __init__(self, vision_config=None, llm_config=None, **kwargs):
+        super().__init__(**kwargs)
+        self.vision_config = InternVisionConfig(**(vision_config or {}))
+        llm_config = dict(llm_config or {"model_type": "qwen2"})
+        self.llm_config = AutoConfig.for_model(llm_config.pop("model_type"), **llm_config)
+
+    def to_dict(self):
+        out = super().to_dict()
+        out["vision_config"], out["llm_config"] = self.vision_config.to_dict(), self.llm_config.to_dict()
+        return out
+"""
+
+
+def write_internvl_chat(path: str) -> None:
+    """A remote-code InternVL3 checkpoint's layout (InternVLChatModel, a Qwen2 text model, 448 tiles of patch
+    14 at downsample 0.5: 256 tokens a tile; 1 to 12 tiles and a thumbnail), its config class written here."""
+    os.makedirs(path, exist_ok=True)
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<image>"]
+    tokenizer(path, special, "<|im_start|>", "<|im_end|>")
+    with open(os.path.join(path, "configuration_internvl_chat.py"), "w") as f:
+        f.write(INTERNVL_CONFIG_CODE)
+    config = {
+        "architectures": ["InternVLChatModel"],
+        "model_type": "internvl_chat",
+        "auto_map": {"AutoConfig": "configuration_internvl_chat.InternVLChatConfig"},
+        "vision_config": {"image_size": 448, "patch_size": 14, "hidden_size": 32, "num_hidden_layers": 1},
+        "llm_config": TEXT | {"model_type": "qwen2", "max_position_embeddings": 32768},
+        "downsample_ratio": 0.5,
+        "force_image_size": 448,
+        "min_dynamic_patch": 1,
+        "max_dynamic_patch": 12,
+        "dynamic_image_size": True,
+        "use_thumbnail": True,
+        "ps_version": "v2",
+        "select_layer": -1,
+        "template": "internvl2_5",
+    }
+    dump(path, "config.json", config)
+
+
+WRITERS = {
+    "llava": write_llava,
+    "paligemma": write_paligemma,
+    "qwen3_vl_moe": write_qwen3_vl_moe,
+    "internvl_chat": write_internvl_chat,
+}
+# vLLM's InternVL processor's per-request kwargs: fewer tiles; exactly two (a 5:4 image is equally close to
+# 1x2 and 2x1: vLLM's order of the grids decides); one tile (no dynamic size).
+INTERNVL_KWARGS = [
+    {"max_dynamic_patch": 4},
+    {"min_dynamic_patch": 2, "max_dynamic_patch": 2},
+    {"dynamic_image_size": False},
+]
 
 
 def requests(image: str):
@@ -165,12 +236,17 @@ def requests(image: str):
     batch = [Image.fromarray(photo(h, w, 20 + i)) for i, (h, w) in enumerate([(480, 640), (1080, 1920), (57, 29)])]
     out.append(("batch", " and ".join([image] * 3) + " compare them", batch, {}))
     out.append(("fallback", f"{image} describe", batch[:1], {"resample": 0}))
+    tie = Image.fromarray(photo(448, 560, 30))  # 5:4
+    for i, kwargs in enumerate(INTERNVL_KWARGS):
+        out.append((f"internvl-kwargs{i}", " and ".join([image] * 3) + " compare", [*batch[:2], tie], kwargs))
     return out
 
 
 def request_names(model: str) -> list[str]:
-    names = [f"{h}x{w}" for h, w in SIZES] + ["gray", "rgba", "batch", "fallback"]
-    return [n for n in names if not (model == "paligemma" and n == "batch")]  # vLLM: one image per prompt
+    names = [f"{h}x{w}" for h, w in SIZES] + ["gray", "rgba", "batch"]
+    if model == "internvl_chat":  # its processor takes no resample: its own kwargs instead
+        return names + [f"internvl-kwargs{i}" for i in range(len(INTERNVL_KWARGS))]
+    return [n for n in names if not (model == "paligemma" and n == "batch")] + ["fallback"]  # PaliGemma: 1 image
 
 
 def worker(root: str, out_path: str) -> None:
@@ -190,12 +266,19 @@ def worker(root: str, out_path: str) -> None:
         for device_normalize in normalize_settings:
             path = os.path.join(root, model)
             config = ModelConfig(
-                model=path, tokenizer=path, dtype="float32", mm_device_do_normalize=device_normalize, seed=0
+                model=path,
+                tokenizer=path,
+                dtype="float32",
+                mm_device_do_normalize=device_normalize,
+                seed=0,
+                trust_remote_code=model == "internvl_chat",
             )
             processor = MULTIMODAL_REGISTRY.create_processor(config)
             image_processor = processor.info.get_hf_processor().image_processor
             key = f"{model}-{'uint8' if device_normalize else 'float'}"
             results[key + "-class"] = f"{type(image_processor).__module__}.{type(image_processor).__name__}"
+            # vLLM's own InternVL processor is served in its class (vllm_internvl), not replaced.
+            results[key + "-served"] = hasattr(type(image_processor).__call__, "fused_input_norm_wrapped")
             for name, prompt, images, kwargs in requests(image):
                 if name not in request_names(model):
                     continue
@@ -261,22 +344,26 @@ CASES = [(model, "uint8" if n else "float") for model, (_, _, settings) in MODEL
 
 @pytest.mark.parametrize(("model", "path"), CASES)
 def test_same_outputs_plugin_on_and_off(sides, model, path):
+    import torch
+
     on, off = sides
     key = f"{model}-{path}"
-    assert on[key + "-class"] == "fused_input_norm.hf_adapter.FusedHFImageProcessor", on[key + "-class"]
-    assert off[key + "-class"].startswith("transformers."), off[key + "-class"]
+    if model == "internvl_chat":  # vLLM's own processor, served in its class
+        assert on[key + "-served"] and not off[key + "-served"]
+        assert on[key + "-class"] == off[key + "-class"] == f"{INTERNVL_MODULE}.InternVLChatImageProcessor"
+    else:
+        assert on[key + "-class"] == "fused_input_norm.hf_adapter.FusedHFImageProcessor", on[key + "-class"]
+        assert off[key + "-class"].startswith("transformers."), off[key + "-class"]
     for name in request_names(model):
         got, expected = on[f"{key}-{name}"], off[f"{key}-{name}"]
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
             assert got[field] == expected[field], f"{name}: {field}"
         assert_same_tensors(name, got["tensors"], expected["tensors"])
         dtypes = {t.dtype for item in got["tensors"] for k, t in item.items() if k.startswith("pixel_values")}
-        import torch
-
         assert dtypes == {torch.uint8 if path == "uint8" else torch.float32}, (name, dtypes)
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", [m for m in MODELS if m != "internvl_chat"])
 def test_log_says_which_processor_serves_images(sides, model):
     """One line per model names the architecture and the processor serving its images; the call the adapter
     does not reproduce (nearest resampling) is logged as transformers'."""
@@ -286,6 +373,57 @@ def test_log_says_which_processor_serves_images(sides, model):
     assert len(lines) == 1 and "FusedImageProcessor (reference 'torchvision') serves images" in lines[0], on["log"]
     assert any("serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
     assert not any(f"'{architecture}'" in line for line in off["log"]), off["log"]
+
+
+def test_log_says_fused_serves_vllm_internvl(sides):
+    on, off = sides
+    line = "FusedImageProcessor (reference 'pil') serves vLLM's InternVLChatImageProcessor"
+    assert sum(line in entry for entry in on["log"]) == 1, on["log"]
+    assert not any("InternVLChatImageProcessor" in entry for entry in off["log"]), off["log"]
+
+
+# ----- vLLM's InternVL processor, in this process: its tile grid, and what moves it back to vLLM -----
+INTERNVL_MODULE = "vllm.transformers_utils.processors.internvl"
+
+
+def test_internvl_tile_grid_is_vllms():
+    """families.internvl_chat.tile_grid against vLLM's own calculate_internvl_targets (with its
+    get_internvl_target_ratios), over many image shapes and tile bounds, ties (5:4 between 1x2 and 2x1) and the
+    area rule included."""
+    import importlib
+
+    from fused_input_norm.families import internvl_chat
+
+    vllm_internvl = importlib.import_module(INTERNVL_MODULE)
+    shapes = [
+        (h, w) for h in (1, 7, 57, 224, 448, 449, 480, 896, 1080, 3024) for w in (1, 29, 448, 560, 640, 1920, 4032)
+    ]
+    shapes += [(448, 560), (560, 448), (896, 1120), (100, 125), (4, 5), (448 * 3, 448), (40, 900)]
+    for low, high in [(1, 12), (1, 6), (2, 2), (1, 1), (3, 9), (4, 40), (5, 5)]:
+        ratios = vllm_internvl.get_internvl_target_ratios(low, high)
+        assert internvl_chat.grids(low, high) == ratios
+        for h, w in shapes:
+            blocks, width, height = vllm_internvl.calculate_internvl_targets(
+                orig_width=w, orig_height=h, target_ratios=ratios, image_size=448, use_thumbnail=False
+            )
+            columns, rows = internvl_chat.tile_grid(h, w, 448, low, high)
+            assert (rows * 448, columns * 448, rows * columns) == (height, width, blocks), (h, w, low, high)
+
+
+def test_internvl_served_only_as_vllm_0_34_writes_it(monkeypatch):
+    """`moved` accepts the installed vLLM's functions and names the first one that differs, or is missing."""
+    import importlib
+    import types
+
+    from fused_input_norm import vllm_internvl
+
+    module = importlib.import_module(INTERNVL_MODULE)
+    assert vllm_internvl.moved(module) is None
+    changed = types.SimpleNamespace(**vars(module))
+    changed.build_transform = lambda input_size: None  # another transform
+    assert "build_transform is not vllm 0.34.0's" in vllm_internvl.moved(changed)
+    del changed.build_transform
+    assert "build_transform cannot be read" in vllm_internvl.moved(changed)
 
 
 if __name__ == "__main__":

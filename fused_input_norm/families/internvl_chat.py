@@ -49,6 +49,9 @@ def settings(config: Mapping, get, where: str) -> dict:
     high = positive_int(where, "max_dynamic_patch", get("max_dynamic_patch"))
     if low > high:
         raise ValueError(f"{where}: min_dynamic_patch ({low}) > max_dynamic_patch ({high}): no tile grid fits")
+    for key in ("dynamic_image_size", "use_thumbnail"):
+        if not isinstance(get(key), bool):
+            raise ValueError(f"{where}: {key} must be true or false, got {get(key)!r}")
     if not get("dynamic_image_size"):  # vLLM: one tile, the image resized to it
         low = high = 1
     options = {"min_tiles": low, "max_tiles": high, "use_thumbnail": get("use_thumbnail")}
