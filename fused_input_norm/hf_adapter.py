@@ -36,8 +36,9 @@ from .video import FusedVideoProcessor
 logger = logging.getLogger(__name__)
 
 # Resolved kwargs that change nothing FusedImageProcessor computes (grouping only batches same-sized images;
-# default_to_square was consumed by size's standardization).
-_NO_EFFECT = {"disable_grouping", "default_to_square"}
+# default_to_square was consumed by size's standardization; image_seq_length is the processor's token count,
+# which PaliGemma's checkpoints put in the image processor's config).
+_NO_EFFECT = {"disable_grouping", "default_to_square", "image_seq_length"}
 # Kwargs that must be off (None or False) to be reproduced, unless the processor's family reads them (they are
 # then in its config, not left over).
 _OFF = ("do_center_crop", "crop_size", "do_pad", "pad_size", "input_data_format")

@@ -4,6 +4,7 @@ and cut into size-sized tiles, then, when there is more than one tile, the whole
 (the thumbnail) after them; pixel_values [sum of tiles (+ thumbnails), C, h, w] and num_patches. Without
 crop_to_patches, CLIP's fixed-size resize and num_patches all 1."""
 
+import functools
 from collections.abc import Mapping
 
 import torch
@@ -75,33 +76,47 @@ def plan(s, shapes: list, where: str) -> Plan:
     if not s.options["crop_to_patches"]:
         fixed = clip.plan(s, shapes, where)
         return Plan(fixed.shape, fixed.jobs, {"num_patches": _counts([1] * len(shapes))})
-    tile_h, tile_w = s.size["height"], s.size["width"]
+    tile = (s.size["height"], s.size["width"])
+    o = s.options
+    grid_of = functools.partial(tile_grid, tile=tile, min_tiles=o["min_patches"], max_tiles=o["max_patches"])
+    return tiled_plan(s, shapes, grid_of, tile, thumbnail=True)
+
+
+def tiled_plan(s, shapes: list, grid_of, tile: tuple[int, int], thumbnail: bool) -> Plan:
+    """Each image's tiles on its grid_of(height, width) = (columns, rows), then its thumbnail (tiled_jobs), one
+    image after another; num_patches (int64, on the CPU) says how many slots each fills."""
     jobs, counts, start = [], [], 0
     for i, (height, width) in enumerate(shapes):
-        columns, rows = tile_grid(height, width, (tile_h, tile_w), s.options["min_patches"], s.options["max_patches"])
-        jobs += _tiles(i, (rows * tile_h, columns * tile_w), (tile_h, tile_w), start)
-        count = rows * columns
-        if count > 1:  # the thumbnail: the whole image resized to one tile, after its tiles
-            jobs.append(Job(i, (tile_h, tile_w), (0, 0, tile_h, tile_w), (start + count, start + count + 1)))
-            count += 1
+        image_jobs, count = tiled_jobs(i, grid_of(height, width), tile, start, thumbnail)
+        jobs += image_jobs
         counts.append(count)
         start += count
-    return Plan((start, s.normalization.channel, tile_h, tile_w), jobs, {"num_patches": _counts(counts)})
+    return Plan((start, s.normalization.channel, *tile), jobs, {"num_patches": _counts(counts)})
 
 
-def _tiles(image: int, size: tuple[int, int], tile: tuple[int, int], start: int) -> list[Job]:
-    """The image resized to `size` (whole tiles) and written as its tiles, row by row, into slots from `start`:
-    square tiles in one kernel run (patch rows of side tile, one per slot); others one run per tile, each
-    writing its crop of the same resize."""
-    rows, columns = size[0] // tile[0], size[1] // tile[1]
-    whole = (0, 0, *size)
+def tiled_jobs(
+    image: int, grid: tuple[int, int], tile: tuple[int, int], start: int, thumbnail: bool
+) -> tuple[list[Job], int]:
+    """The image resized to the grid (columns, rows) of tiles and written as its tiles, row by row, into the
+    slots from `start` (square tiles in one kernel run: patch rows of side tile, merge 1; others one run per
+    tile, each writing its crop of the same resize); then, with `thumbnail` and more than one tile, the whole
+    image resized to one tile in the next slot (InternVL's thumbnail, GOT-OCR2's and vLLM's alike). Returns
+    the jobs and how many slots they fill."""
+    columns, rows = grid
+    size = (rows * tile[0], columns * tile[1])
+    count = rows * columns
     if tile[0] == tile[1]:
-        return [Job(image, size, whole, (start, start + rows * columns), patches=(1, tile[0], 1))]
-    return [
-        Job(image, size, (r * tile[0], c * tile[1], *tile), (start + r * columns + c, start + r * columns + c + 1))
-        for r in range(rows)
-        for c in range(columns)
-    ]
+        jobs = [Job(image, size, (0, 0, *size), (start, start + count), patches=(1, tile[0], 1))]
+    else:
+        jobs = [
+            Job(image, size, (r * tile[0], c * tile[1], *tile), (start + r * columns + c, start + r * columns + c + 1))
+            for r in range(rows)
+            for c in range(columns)
+        ]
+    if thumbnail and count > 1:
+        jobs.append(Job(image, tile, (0, 0, *tile), (start + count, start + count + 1)))
+        count += 1
+    return jobs, count
 
 
 def _counts(counts: list[int]) -> torch.Tensor:
