@@ -16,6 +16,7 @@ import torch
 
 from . import config as configs
 from . import images as intake
+from . import output_pool
 from .checks import check_output_size, check_strided, check_visual_dtype, image_name
 from .geometry import MAX_ASPECT_RATIO, center_crop_box, patch_grid, shortest_edge_size, smart_resize
 from .module import FusedInputNorm
@@ -136,13 +137,13 @@ class FusedImageProcessor:
             patches = (s.temporal_patch_size, s.patch_size, s.merge_size)
             shape = (sum(layout.rows), channel * s.temporal_patch_size * s.patch_size**2)
             check_output_size(_WHERE, "pixel_values", shape, visual_dtype)
-            out = torch.empty(shape, dtype=visual_dtype, device=self.device)
+            out = output_pool.empty(shape, visual_dtype, self.device)
             slices = out.split(layout.rows)
         else:
             patches = ()
             shape = (len(decoded), channel, *layout.crops[0][2:])
             check_output_size(_WHERE, "pixel_values", shape, visual_dtype)
-            out = torch.empty(shape, dtype=visual_dtype, device=self.device)
+            out = output_pool.empty(shape, visual_dtype, self.device)
             slices = out.unsqueeze(1)
         for (image, source), size, crop, image_out in zip(decoded, layout.sizes, layout.crops, slices, strict=True):
             pixels = intake.to_device_rgb(image, source, self.device, s.do_convert_rgb, self.reference)
