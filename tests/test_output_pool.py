@@ -168,3 +168,19 @@ def test_processor_output_kept_alive_is_untouched_by_the_next_call():
     assert again.data_ptr() == address != kept.data_ptr()
     assert torch.equal(kept, before)
     assert torch.equal(again, processor(images[2], torch.uint8)["pixel_values"].clone())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_blocks_are_private_to_a_forked_child():
+    """A forked child's writes into a pooled output stay in the child (private pages, as malloc's)."""
+    pool = OutputPool(64 * MIB)
+    out = pool.empty((2 * MIB,), torch.uint8)
+    out.fill_(5)
+    pid = os.fork()
+    if pid == 0:  # the child: write (NumPy: no torch thread pool after a fork), leave without pytest's exit
+        pages = out.numpy()
+        pages[:] = 9
+        os._exit(0 if pages[0] == 9 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert int(out[0]) == 5 and int(out[-1]) == 5
