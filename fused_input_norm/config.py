@@ -9,13 +9,11 @@ import json
 import os
 from collections.abc import Mapping
 
+from . import families
 from .checks import is_int, is_number, positive_int
-from .geometry import MAX_SIDE, QWEN_MAX_PIXELS, QWEN_MIN_PIXELS, QWEN_VIDEO_MAX_PIXELS, QWEN_VIDEO_MIN_PIXELS
-
-CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]  # OPENAI_CLIP_MEAN, also Qwen-VL's
-CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
-STANDARD_MEAN = [0.5, 0.5, 0.5]  # IMAGENET_STANDARD_MEAN / _STD, SigLIP's
-STANDARD_STD = [0.5, 0.5, 0.5]
+from .families import qwen2_vl
+from .families.base import CLIP_MEAN, CLIP_STD, COMMON_KEYS, NORMALIZE_DEFAULTS
+from .geometry import QWEN_VIDEO_MAX_PIXELS, QWEN_VIDEO_MIN_PIXELS
 
 # Where a model directory keeps the keys, in the order vLLM's loader reads: transformers 5 saves one
 # processor_config.json nesting "image_processor"; older checkpoints have a flat preprocessor_config.json.
@@ -25,55 +23,12 @@ NORMALIZE_KEYS = ("do_rescale", "rescale_factor", "do_normalize", "image_mean", 
 RESAMPLE_CODES = {2: "bilinear", 3: "bicubic"}
 _UNIMPLEMENTED_RESAMPLE = {0: "nearest", 1: "lanczos", 4: "box", 5: "hamming"}
 
-# transformers 5's class defaults: what a config that leaves a key out (or sets it to null) means.
-_NORMALIZE_DEFAULTS = {
-    "do_rescale": True,
-    "rescale_factor": 1 / 255,
-    "do_normalize": True,
-    "image_mean": STANDARD_MEAN,
-    "image_std": STANDARD_STD,
-}
-_COMMON = {
-    **_NORMALIZE_DEFAULTS,
-    "do_resize": True,
-    "resample": 3,
-    "do_convert_rgb": True,
-    "do_center_crop": False,
-    "crop_size": None,
-}
-DEFAULTS = {
-    # Any other processor type: BaseImageProcessor's rescale and the standard mean/std most classes default to
-    # (only FusedInputNorm reads these; FusedImageProcessor refuses a type it does not implement).
-    None: _NORMALIZE_DEFAULTS,
-    "qwen2_vl": {
-        **_COMMON,
-        "size": {"shortest_edge": QWEN_MIN_PIXELS, "longest_edge": QWEN_MAX_PIXELS},
-        "image_mean": CLIP_MEAN,
-        "image_std": CLIP_STD,
-        "patch_size": 14,
-        "temporal_patch_size": 2,
-        "merge_size": 2,
-    },
-    "clip": {
-        **_COMMON,
-        "size": {"shortest_edge": 224},
-        "do_center_crop": True,
-        "crop_size": {"height": 224, "width": 224},
-        "image_mean": CLIP_MEAN,
-        "image_std": CLIP_STD,
-    },
-    "siglip": {**_COMMON, "size": {"height": 224, "width": 224}},
-}
-# image_processor_type (its Fast and Pil spellings too) -> kind. Qwen2.5-VL and Qwen3-VL checkpoints configure
-# Qwen2VLImageProcessor(Fast); processor_class is the fallback for configs that name only that.
-TYPES = {"Qwen2VLImageProcessor": "qwen2_vl", "CLIPImageProcessor": "clip", "SiglipImageProcessor": "siglip"}
-PROCESSOR_CLASSES = {
-    "Qwen2VLProcessor": "qwen2_vl",
-    "Qwen2_5_VLProcessor": "qwen2_vl",
-    "Qwen3VLProcessor": "qwen2_vl",
-    "CLIPProcessor": "clip",
-    "SiglipProcessor": "siglip",
-}
+# What a config that leaves a key out (or sets it to null) means, per kind: its family's class defaults; any
+# other processor type has BaseImageProcessor's rescale and the standard mean/std most classes default to
+# (only FusedInputNorm reads those; FusedImageProcessor refuses a type it does not implement).
+DEFAULTS = {None: NORMALIZE_DEFAULTS, **{kind: family.DEFAULTS for kind, family in families.FAMILIES.items()}}
+TYPES = families.TYPES
+PROCESSOR_CLASSES = families.PROCESSOR_CLASSES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,17 +45,18 @@ class Normalization:
 class ProcessorSettings:
     """A config resolved against its processor's defaults: what the processor will do, key by key."""
 
-    kind: str  # "qwen2_vl", "clip" or "siglip"
+    kind: str  # a key of families.FAMILIES
     do_resize: bool
-    size: dict  # {"shortest_edge", "longest_edge"} (Qwen: min/max pixels), {"shortest_edge"} or {"height", "width"}
+    size: dict  # as the family reads it: Qwen's {"shortest_edge", "longest_edge"} are min/max pixels
     resample: str
-    do_center_crop: bool
-    crop_size: tuple[int, int] | None
     do_convert_rgb: bool
-    patch_size: int | None
-    temporal_patch_size: int | None
-    merge_size: int | None
     normalization: Normalization
+    do_center_crop: bool = False
+    crop_size: tuple[int, int] | None = None
+    patch_size: int | None = None
+    temporal_patch_size: int | None = None
+    merge_size: int | None = None
+    options: Mapping = dataclasses.field(default_factory=dict)  # the family's own keys, as it checked them
 
 
 def read(config: Mapping | str | os.PathLike, where: str) -> Mapping:
@@ -137,7 +93,7 @@ def _mapping(value: object, what: str) -> Mapping:
 
 
 def kind_of(config: Mapping) -> str | None:
-    """ "qwen2_vl", "clip" or "siglip" from image_processor_type (or an older checkpoint's feature_extractor_type,
+    """The family's kind from image_processor_type (or an older checkpoint's feature_extractor_type,
     as AutoImageProcessor maps it, or processor_class); None for any other processor."""
     name = config.get("image_processor_type")
     if name is None and isinstance(config.get("feature_extractor_type"), str):
@@ -192,27 +148,6 @@ def _check_numbers(where: str, key: str, value: object) -> None:
             raise TypeError(f"{where}: {key}[{i}] must be a number (not a string or a bool), got {v!r}")
 
 
-def _side(where: str, name: str, value: object) -> int:
-    """A positive int below MAX_SIDE: an image side (or a patch) the resize op can produce."""
-    value = positive_int(where, name, value)
-    if value >= MAX_SIDE:
-        raise ValueError(f"{where}: {name} must be below {MAX_SIDE} (2^24, the largest image side), got {value}")
-    return value
-
-
-def _patches(where: str, get, keys: tuple[str, ...] = ("patch_size", "temporal_patch_size", "merge_size")) -> dict:
-    """Qwen-VL's patch_size, temporal_patch_size and merge_size: positive ints, and a patch_size * merge_size
-    (the side every resized image is a multiple of) below MAX_SIDE."""
-    patches = {k: positive_int(where, k, get(k)) for k in keys}
-    factor = patches["patch_size"] * patches["merge_size"]
-    if factor >= MAX_SIDE:
-        raise ValueError(
-            f"{where}: patch_size * merge_size must be below {MAX_SIDE} (2^24, the largest image side), got "
-            f"{patches['patch_size']} * {patches['merge_size']} = {factor}"
-        )
-    return patches
-
-
 def resolve(config: Mapping, where: str) -> ProcessorSettings:
     """Everything a supported processor does with this config; an unsupported type or a contradiction refused."""
     config = _mapping(config, f"{where}: config")
@@ -224,38 +159,23 @@ def resolve(config: Mapping, where: str) -> ProcessorSettings:
             name if name is not None else f"no image_processor_type (processor_class {config.get('processor_class')!r})"
         )
         raise ValueError(f"{where}: unsupported image processor {got!r}; supported: {supported}")
+    family = families.FAMILIES[kind]
     get = _getter(config, kind, where)
-    if config.get("do_pad"):
-        raise ValueError(f"{where}: do_pad is not implemented (the supported processors do not pad by default)")
-    resample = _resample(get("resample"), where)
-    size = _size(kind, config, where)
-    crop = None
-    if get("do_center_crop"):
-        crop = _crop_size(get("crop_size"), where)
-        fits = (
-            max(crop) <= size["shortest_edge"]
-            if "shortest_edge" in size
-            else crop[0] <= size["height"] and crop[1] <= size["width"]
-        )
-        if get("do_resize") and not fits:
-            raise ValueError(
-                f"{where}: crop_size {crop[0]}x{crop[1]} is larger than the resize gives (size {size}): the config "
-                f"contradicts itself"
-            )
-    patches = _patches(where, get) if kind == "qwen2_vl" else {}
+    if "do_pad" not in family.KEYS and config.get("do_pad"):
+        raise ValueError(f"{where}: do_pad is not implemented for {kind} (its processor does not pad by default)")
     return ProcessorSettings(
         kind=kind,
         do_resize=get("do_resize"),
-        size=size,
-        resample=resample,
-        do_center_crop=get("do_center_crop"),
-        crop_size=crop,
+        resample=_resample(get("resample"), where),
         do_convert_rgb=get("do_convert_rgb"),
-        patch_size=patches.get("patch_size"),
-        temporal_patch_size=patches.get("temporal_patch_size"),
-        merge_size=patches.get("merge_size"),
         normalization=normalization(config, where),
+        **family.settings(config, get, where),
     )
+
+
+def call_keys(kind: str) -> tuple[str, ...]:
+    """The keys a call (or a config) of this kind's processor sets that FusedImageProcessor reads."""
+    return COMMON_KEYS + families.FAMILIES[kind].KEYS
 
 
 def _resample(value: object, where: str) -> str:
@@ -269,61 +189,20 @@ def _resample(value: object, where: str) -> str:
     raise ValueError(f"{where}: resample {value!r}{known} is not implemented; supported: {supported}")
 
 
-def _size(kind: str, config: Mapping, where: str, table: Mapping = DEFAULTS) -> dict:
-    size = config.get("size")
-    if kind in ("qwen2_vl", "qwen3_vl"):
-        # transformers' Qwen2VLImageProcessor.__init__ (and Qwen2VLVideoProcessor's): min_pixels / max_pixels
-        # override size's edges. Qwen3VLVideoProcessor reads size alone.
-        if size is not None and not isinstance(size, Mapping):
-            raise ValueError(f"{where}: a Qwen-VL size needs shortest_edge and longest_edge, got {size!r}")
-        size = dict(table[kind]["size"] if size is None else size)
-        for key, edge in (("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")):
-            if kind == "qwen2_vl" and config.get(key) is not None:
-                size[edge] = config[key]
-        if set(size) - {"min_pixels", "max_pixels"} != {"shortest_edge", "longest_edge"}:
-            raise ValueError(f"{where}: a Qwen-VL size needs shortest_edge and longest_edge, got {size}")
-        low = positive_int(where, "size['shortest_edge'] (min_pixels)", size["shortest_edge"])
-        high = positive_int(where, "size['longest_edge'] (max_pixels)", size["longest_edge"])
-        if low > high:
-            raise ValueError(f"{where}: min_pixels ({low}) > max_pixels ({high}): the config contradicts itself")
-        return {"shortest_edge": low, "longest_edge": high}
-    if size is None:
-        return dict(DEFAULTS[kind]["size"])
-    if is_int(size):
-        # transformers 5 reads a bare int as the shortest edge (default_to_square is False for both).
-        size = {"shortest_edge": size}
-    elif isinstance(size, list | tuple) and len(size) == 2:  # get_size_dict: (height, width)
-        size = {"height": size[0], "width": size[1]}
-    if isinstance(size, Mapping) and set(size) == {"shortest_edge"}:
-        return {"shortest_edge": _side(where, "size['shortest_edge']", size["shortest_edge"])}
-    if isinstance(size, Mapping) and set(size) == {"height", "width"}:
-        return {k: _side(where, f"size[{k!r}]", size[k]) for k in ("height", "width")}
-    raise ValueError(f"{where}: size must be {{'shortest_edge'}} or {{'height', 'width'}}, got {size!r}")
-
-
-def _crop_size(value: object, where: str) -> tuple[int, int]:
-    if is_int(value):
-        value = {"height": value, "width": value}
-    elif isinstance(value, list | tuple) and len(value) == 2:
-        value = {"height": value[0], "width": value[1]}
-    if not isinstance(value, Mapping) or set(value) != {"height", "width"}:
-        raise ValueError(f"{where}: crop_size must be an int or {{'height', 'width'}}, got {value!r}")
-    return tuple(_side(where, f"crop_size[{k!r}]", value[k]) for k in ("height", "width"))
-
-
 # ---- video processors ----------------------------------------------------------------------------------
 # Where a model directory keeps a video processor's keys, in transformers' order: processor_config.json's
 # nested "video_processor", else video_preprocessor_config.json, else the image processor's
 # preprocessor_config.json (AutoVideoProcessor falls back to it).
 VIDEO_CONFIG_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
-VIDEO_TYPES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": "qwen3_vl"}
+VIDEO_TYPES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": "qwen3_vl", "Glm4vVideoProcessor": "glm4v"}
 VIDEO_PROCESSOR_CLASSES = {
     "Qwen2VLProcessor": "qwen2_vl",
     "Qwen2_5_VLProcessor": "qwen2_vl",
     "Qwen3VLProcessor": "qwen3_vl",
+    "Glm4vProcessor": "glm4v",
 }
 _VIDEO_COMMON = {
-    **_NORMALIZE_DEFAULTS,
+    **NORMALIZE_DEFAULTS,
     "do_resize": True,
     "resample": 3,
     "do_convert_rgb": True,
@@ -334,7 +213,7 @@ _VIDEO_COMMON = {
     "num_frames": None,
     "cap_pixels_per_frame": None,  # transformers: None means off (with a warning that the default will change)
 }
-# transformers 5's Qwen2VLVideoProcessor and Qwen3VLVideoProcessor class attributes.
+# transformers 5's Qwen2VLVideoProcessor, Qwen3VLVideoProcessor and Glm4vVideoProcessor class attributes.
 VIDEO_DEFAULTS = {
     "qwen2_vl": {
         **_VIDEO_COMMON,
@@ -354,6 +233,18 @@ VIDEO_DEFAULTS = {
         "fps": 2,
         "max_video_tokens": 768,
     },
+    "glm4v": {
+        **_VIDEO_COMMON,  # its min_frames, max_frames, max_video_tokens: GLM-4V has none, and reads none
+        "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 2 * 30000},
+        "image_mean": CLIP_MEAN,
+        "image_std": CLIP_STD,
+        "patch_size": 14,
+        "do_sample_frames": True,
+        "fps": 2,
+        "num_frames": 16,  # read by no step of GLM-4V's: its sampling is by fps alone
+        "max_duration": 300,
+        "max_video_tokens": 128000,
+    },
 }
 
 
@@ -361,7 +252,7 @@ VIDEO_DEFAULTS = {
 class VideoSettings:
     """A video processor config resolved against its class's defaults: what the processor will do, key by key."""
 
-    kind: str  # "qwen2_vl" (Qwen2-VL, Qwen2.5-VL) or "qwen3_vl"
+    kind: str  # "qwen2_vl" (Qwen2-VL, Qwen2.5-VL), "qwen3_vl" or "glm4v" (GLM-4.1V, GLM-4.5V)
     do_resize: bool
     size: dict  # {"shortest_edge", "longest_edge"}: min / max pixels (Qwen3-VL: of the whole clip)
     resample: str
@@ -377,6 +268,7 @@ class VideoSettings:
     cap_pixels_per_frame: bool
     max_video_tokens: int
     normalization: Normalization
+    max_duration: int | None = None  # GLM-4V: the seconds its sampling spreads the frames over, at most
 
 
 def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
@@ -405,8 +297,9 @@ def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
 
 
 def video_kind_of(config: Mapping) -> str | None:
-    """ "qwen2_vl" or "qwen3_vl" from video_processor_type (its Fast spelling too), else processor_class, else
-    an image config's Qwen2VLImageProcessor type (Qwen2-VL's and Qwen2.5-VL's); None for anything else."""
+    """ "qwen2_vl", "qwen3_vl" or "glm4v" from video_processor_type (its Fast spelling too), else
+    processor_class, else an image config's Qwen2VLImageProcessor type (Qwen2-VL's and Qwen2.5-VL's); None
+    for anything else."""
     name = config.get("video_processor_type")
     if isinstance(name, str):
         return VIDEO_TYPES.get(name.removesuffix("Fast"))
@@ -432,7 +325,7 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
     get = _getter(config, kind, where, VIDEO_DEFAULTS)
     if config.get("do_pad"):
         raise ValueError(f"{where}: do_pad is not implemented (the Qwen-VL video processors do not pad)")
-    patches = _patches(where, get)
+    patches = qwen2_vl.patch_sizes(where, get)
     frames = {k: positive_int(where, k, get(k)) for k in ("min_frames", "max_frames", "max_video_tokens")}
     fps = get("fps")
     if fps is not None and (not isinstance(fps, int | float) or isinstance(fps, bool) or not fps > 0):
@@ -440,13 +333,16 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
     num_frames = get("num_frames")
     if num_frames is not None:
         positive_int(where, "num_frames", num_frames)
+    max_duration = positive_int(where, "max_duration", get("max_duration")) if kind == "glm4v" else None
     cap = get("cap_pixels_per_frame")
     if cap is not None and not isinstance(cap, bool):
         raise ValueError(f"{where}: cap_pixels_per_frame must be true, false or null, got {cap!r}")
     return VideoSettings(
         kind=kind,
         do_resize=get("do_resize"),
-        size=_size(kind, config, where, VIDEO_DEFAULTS),
+        size=qwen2_vl.pixel_bounds(
+            config.get("size"), VIDEO_DEFAULTS[kind]["size"], config if kind == "qwen2_vl" else None, where
+        ),
         resample=_resample(get("resample"), where),
         do_convert_rgb=get("do_convert_rgb"),
         do_sample_frames=get("do_sample_frames"),
@@ -454,6 +350,7 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
         num_frames=num_frames,
         cap_pixels_per_frame=bool(cap),
         normalization=normalization(config, where, kind, VIDEO_DEFAULTS),
+        max_duration=max_duration,
         **patches,
         **frames,
     )

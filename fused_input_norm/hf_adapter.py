@@ -29,31 +29,18 @@ import numpy as np
 import torch
 
 from . import config as configs
-from . import video
+from . import families, video
 from .processor import FusedImageProcessor
 from .video import FusedVideoProcessor
 
 logger = logging.getLogger(__name__)
 
 # Resolved kwargs that change nothing FusedImageProcessor computes (grouping only batches same-sized images;
-# default_to_square was consumed by size's standardization).
-_NO_EFFECT = {"disable_grouping", "default_to_square"}
-# Kwargs FusedImageProcessor reads, as a preprocessor config's keys.
-_CONFIG_KEYS = (
-    "do_resize",
-    "size",
-    "resample",
-    "do_rescale",
-    "rescale_factor",
-    "do_normalize",
-    "image_mean",
-    "image_std",
-    "do_convert_rgb",
-    "patch_size",
-    "temporal_patch_size",
-    "merge_size",
-)
-# Kwargs that must be off (None or False) to be reproduced.
+# default_to_square was consumed by size's standardization; image_seq_length is the processor's token count,
+# which PaliGemma's checkpoints put in the image processor's config).
+_NO_EFFECT = {"disable_grouping", "default_to_square", "image_seq_length"}
+# Kwargs that must be off (None or False) to be reproduced, unless the processor's family reads them (they are
+# then in its config, not left over).
 _OFF = ("do_center_crop", "crop_size", "do_pad", "pad_size", "input_data_format")
 # How many processors (distinct resolved configs x devices) one adapter keeps: a server sees one or a few
 # (float32 and uint8 output, a per-request max_pixels); more are rebuilt on demand rather than kept forever.
@@ -159,8 +146,8 @@ def unsupported(upstream: object) -> str | None:
     """Why FusedHFImageProcessor cannot stand in for `upstream` at all; None when it can."""
     if reference_of(upstream) is None:
         return f"{type(upstream).__name__} is neither transformers' torchvision nor its PIL backend"
-    if configs.kind_of({"image_processor_type": type(upstream).__name__}) != "qwen2_vl":
-        return f"{type(upstream).__name__} is not a Qwen-VL image processor"
+    if configs.kind_of({"image_processor_type": type(upstream).__name__}) is None:
+        return f"{type(upstream).__name__} is not an image processor FusedImageProcessor reproduces"
     for method in ("_standardize_kwargs", "preprocess"):
         if not callable(getattr(upstream, method, None)):
             return f"{type(upstream).__name__} has no {method}"
@@ -174,8 +161,8 @@ def unsupported(upstream: object) -> str | None:
 
 
 class FusedHFImageProcessor(_Adapter):
-    """A transformers Qwen-VL image processor's interface (`__call__`/`preprocess(images, **kwargs)` returning
-    a BatchFeature, and every attribute of `upstream`, read and written), served by FusedImageProcessor where
+    """A transformers image processor's interface, for the families FusedImageProcessor reproduces
+    (`__call__`/`preprocess(images, **kwargs)` returning a BatchFeature, and every attribute of `upstream`, read and written), served by FusedImageProcessor where
     it reproduces the call; at most MAX_PROCESSORS of those kept; see the module docstring."""
 
     def __init__(self, upstream: Any, log: logging.Logger = logger):
@@ -236,7 +223,7 @@ class FusedHFImageProcessor(_Adapter):
             return f"device={device!r}"
         processor = self._processor(config, device)
         out = processor(list(flat), visual_dtype=torch.uint8 if raw else torch.float32)
-        if raw and self.reference == "pil":  # the Pil backend returns those bytes as float32 values
+        if raw and self.reference == "pil" and families.FAMILIES[configs.kind_of(config)].PIL_BYTES_AS_FLOAT:
             out["pixel_values"] = out["pixel_values"].float()
         if return_tensors is None and self.reference == "pil":  # and NumPy arrays unless asked for tensors
             out = {key: value.cpu().numpy() for key, value in out.items()}
@@ -281,13 +268,13 @@ def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:
         resolved.setdefault(name, getattr(upstream, name, None))
     resolved = upstream._standardize_kwargs(**resolved)
     config = {"image_processor_type": type(upstream).__name__}
-    for key in _CONFIG_KEYS:
+    for key in configs.call_keys(configs.kind_of(config)):
         value = resolved.pop(key, None)
         if key == "resample":
             value = getattr(value, "value", value)  # PIL's Resampling or torchvision's InterpolationMode
         elif key.startswith("do_"):
             value = bool(value)
-        elif key == "size" and value is not None:
+        elif key in ("size", "crop_size") and value is not None:
             value = {k: v for k, v in dict(value).items() if v is not None}
         elif key in ("image_mean", "image_std") and isinstance(value, tuple):
             value = list(value)
@@ -297,8 +284,9 @@ def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:
 
 # ----- videos -----
 # The keys a Qwen-VL video processor's _preprocess receives that FusedVideoProcessor computes from; frame
-# sampling (fps, num_frames, min_frames, max_frames) is done by then, by upstream itself.
-_VIDEO_SAMPLED = {"fps", "num_frames", "min_frames", "max_frames"}
+# sampling (fps, num_frames, min_frames, max_frames, GLM-4V's max_duration) is done by then, by upstream
+# itself. (GLM-4V's max_image_size is read by no step.)
+_VIDEO_SAMPLED = {"fps", "num_frames", "min_frames", "max_frames", "max_duration", "max_image_size"}
 _VIDEO_KEYS = sorted(video.CALL_KEYS["qwen3_vl"] - _VIDEO_SAMPLED - {"do_sample_frames", "do_convert_rgb"})
 
 

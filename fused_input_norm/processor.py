@@ -2,12 +2,12 @@
 
 Decode (torchvision; nvJPEG on CUDA), RGB conversion, the exact resize, center crop, rescale, normalize and
 the output layout, with transformers' outputs: `pixel_values` (+ `image_grid_thw` for Qwen-VL) equal to
-its processors' given the same decoded pixels. A call reads its images (images.py), decides every output
-size from their shapes (geometry.py), allocates one output, and writes each image into its slice with one
-fused resize + normalize + layout kernel (resize.resize_into).
+its processors' given the same decoded pixels. A call reads its images (images.py); the processor's family
+(families/) plans it from their shapes alone: every output size, and the jobs (a box of an image, its
+resized size, the output slots it fills); then one output is allocated, and each job is one fused resize +
+normalize + layout kernel into its slots (resize.resize_into). One path for every family.
 """
 
-import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -15,10 +15,9 @@ from typing import Any
 import torch
 
 from . import config as configs
+from . import families, output_pool
 from . import images as intake
-from . import output_pool
 from .checks import check_output_size, check_strided, check_visual_dtype, image_name
-from .geometry import MAX_ASPECT_RATIO, center_crop_box, patch_grid, shortest_edge_size, smart_resize
 from .module import FusedInputNorm
 from .resize import PlanCache, check_reference, resize_into
 
@@ -26,18 +25,9 @@ _WHERE = "FusedImageProcessor"
 ProcessorSettings = configs.ProcessorSettings
 
 
-@dataclasses.dataclass(frozen=True)
-class _Layout:
-    """Where each image of a call goes: its resized size and crop box, and its output slice."""
-
-    sizes: list[tuple[int, int]]
-    crops: list[tuple[int, int, int, int]]
-    rows: list[int] | None  # Qwen-VL: patch rows per image; None for [n, C, h, w]
-    grid_thw: torch.Tensor | None
-
-
 class FusedImageProcessor:
-    """A Hugging Face image processor (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, CLIP, SigLIP) on the device.
+    """A Hugging Face image processor (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, GLM-4.1V / GLM-4.5V, CLIP, SigLIP,
+    Gemma 3) on the device.
 
     Build it with `from_preprocessor_config`; call it on images to get what the processor returns.
     """
@@ -113,8 +103,10 @@ class FusedImageProcessor:
         for arrays and tensors, the Pil backend's rounding (reference "pil") or the torchvision backend's
         float32 blend (reference "torchvision").
 
-        Returns Qwen-VL: {"pixel_values": [patches, C * T * P * P], "image_grid_thw": int64 [n, 3] on the CPU};
-        CLIP / SigLIP: {"pixel_values": [n, C, h, w]}; pixel_values in `visual_dtype` on the processor's device.
+        Returns what the family's processor returns: Qwen-VL and GLM-4V {"pixel_values": [patches, C * T * P * P],
+        "image_grid_thw": int64 [n, 3] on the CPU}; CLIP / SigLIP {"pixel_values": [n, C, h, w]}; Gemma 3
+        {"pixel_values": [n + crops, C, h, w], "num_crops": int64 [n] on the CPU}; pixel_values in
+        `visual_dtype` on the processor's device.
         `visual_dtype=torch.uint8`: the resized bytes in that layout, without rescale and normalize (what
         transformers returns with do_rescale=False, do_normalize=False; vLLM normalizes them on the GPU).
         Every image is checked and every size decided before the first kernel runs.
@@ -129,90 +121,29 @@ class FusedImageProcessor:
             if isinstance(item, torch.Tensor):
                 check_strided(_WHERE, image_name(i, len(items)), item)
         decoded = intake.decode_all(items, self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder)
-        layout = self._layout([image.shape[-2:] for image, _ in decoded])
+        plan = families.FAMILIES[s.kind].plan(s, [image.shape[-2:] for image, _ in decoded], _WHERE)
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
         weight, bias = norm.affine_constants(self.device, _WHERE)
-        channel = self.norm.channel
-        if layout.rows is not None:
-            patches = (s.temporal_patch_size, s.patch_size, s.merge_size)
-            shape = (sum(layout.rows), channel * s.temporal_patch_size * s.patch_size**2)
-            check_output_size(_WHERE, "pixel_values", shape, visual_dtype)
-            out = output_pool.empty(shape, visual_dtype, self.device)
-            slices = out.split(layout.rows)
-        else:
-            patches = ()
-            shape = (len(decoded), channel, *layout.crops[0][2:])
-            check_output_size(_WHERE, "pixel_values", shape, visual_dtype)
-            out = output_pool.empty(shape, visual_dtype, self.device)
-            slices = out.unsqueeze(1)
-        for (image, source), size, crop, image_out in zip(decoded, layout.sizes, layout.crops, slices, strict=True):
-            pixels = intake.to_device_rgb(image, source, self.device, s.do_convert_rgb, self.reference)
+        check_output_size(_WHERE, "pixel_values", plan.shape, visual_dtype)
+        out = output_pool.empty(plan.shape, visual_dtype, self.device)
+        slots = out.flatten(0, plan.slot_dims - 1)
+        pixels, current = None, None
+        for job in plan.jobs:
+            if job.image != current:  # a family's jobs of one image come together: each image moves once
+                image, source = decoded[job.image]
+                pixels = intake.to_device_rgb(image, source, self.device, s.do_convert_rgb, self.reference)
+                current = job.image
+            box = pixels
+            if job.box is not None:
+                top, left, height, width = job.box
+                box = pixels[:, top : top + height, left : left + width]
+            start, stop = job.slots
+            dest = slots[start:stop]
+            if job.patches:  # the slots are rows: one patch (or tile) of the resized box each
+                dest = dest.view(stop - start, -1)
             resize_into(
-                image_out, pixels[None], weight, bias, size, crop, s.resample, self.reference, self._plans, patches
+                dest, box[None], weight, bias, job.size, job.crop, s.resample, self.reference, self._plans, job.patches
             )
-        if layout.rows is not None:
-            return {"pixel_values": out, "image_grid_thw": layout.grid_thw}
-        return {"pixel_values": out}
-
-    def _layout(self, shapes: list) -> _Layout:
-        """Every image's resized size and crop, as transformers computes them, and where it goes in the output;
-        what the processor would refuse or pad (images too elongated for smart_resize, sizes that do not
-        patchify or crop or stack), refused here, before any work."""
-        s = self.settings
-        count = len(shapes)
-        sizes, crops = [], []
-        for i, (height, width) in enumerate(shapes):
-            name = image_name(i, count)
-            if s.kind == "qwen2_vl":
-                size = self._qwen_size(name, height, width)
-                crop = (0, 0, *size)
-            else:
-                size, crop = self._resize_and_crop(name, height, width)
-            sizes.append(size)
-            crops.append(crop)
-        if s.kind == "qwen2_vl":
-            grids = [(1, *patch_grid(*size, s.patch_size)) for size in sizes]
-            rows = [t * h * w for t, h, w in grids]
-            return _Layout(sizes, crops, rows, torch.tensor(grids, dtype=torch.int64, device="cpu"))
-        if len({crop[2:] for crop in crops}) > 1:
-            listed = ", ".join(f"{image_name(i, count)}: {h}x{w}" for i, (_, _, h, w) in enumerate(crops))
-            raise ValueError(
-                f"{_WHERE}: the images come out in different sizes ({listed}), which do not stack into one "
-                f"pixel_values; give a config with do_center_crop or a fixed size"
-            )
-        return _Layout(sizes, crops, None, None)
-
-    def _qwen_size(self, name: str, height: int, width: int) -> tuple[int, int]:
-        s = self.settings
-        factor = s.patch_size * s.merge_size
-        if not s.do_resize:
-            if height % factor or width % factor:
-                raise ValueError(
-                    f"{_WHERE}: {name} is {height}x{width}; without do_resize, H and W must be multiples of "
-                    f"patch_size * merge_size = {factor}"
-                )
-            return height, width
-        if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
-            raise ValueError(
-                f"{_WHERE}: {name} of size {height}x{width} has an aspect ratio over {MAX_ASPECT_RATIO}, which "
-                f"Qwen-VL's smart_resize refuses"
-            )
-        return smart_resize(height, width, factor, s.size["shortest_edge"], s.size["longest_edge"])
-
-    def _resize_and_crop(self, name: str, height: int, width: int) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
-        """CLIP / SigLIP: the resized size and the crop box in it, as transformers computes them."""
-        s = self.settings
-        if not s.do_resize:
-            size = (height, width)
-        elif "shortest_edge" in s.size:
-            size = shortest_edge_size(height, width, s.size["shortest_edge"])
-        else:
-            size = (s.size["height"], s.size["width"])
-        if not s.do_center_crop:
-            return size, (0, 0, *size)
-        crop_h, crop_w = s.crop_size
-        if crop_h > size[0] or crop_w > size[1]:
-            raise ValueError(
-                f"{_WHERE}: {name} is {height}x{width}, smaller than crop_size {crop_h}x{crop_w} (do_resize is off)"
-            )
-        return size, center_crop_box(size, s.crop_size)
+        for start, stop in plan.zero:
+            slots[start:stop].zero_()
+        return {"pixel_values": out, **plan.extras}

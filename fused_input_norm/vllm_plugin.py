@@ -1,17 +1,20 @@
-"""vLLM plugin: serves Qwen-VL images through FusedImageProcessor and runs vLLM's FusedMMInputNorm through
+"""vLLM plugin: serves images through FusedImageProcessor and runs vLLM's FusedMMInputNorm through
 torch.ops.fused_input_norm.
 
 vLLM calls `register` in each of its processes through the `vllm.general_plugins` entry point (see
 pyproject.toml; `VLLM_PLUGINS` filters plugins by name). It does two independent things.
 
-Images (FUSED_INPUT_NORM_VLLM_PROCESSOR=1, the default; 0 turns it off): the transformers processor vLLM
-loads for Qwen2-VL, Qwen2.5-VL and Qwen3-VL gets a FusedHFImageProcessor as its image_processor, with
-transformers' call signature and the same outputs (uint8 patch rows on vLLM's mm_device_do_normalize path,
-float32 otherwise), faster; its video processor a FusedHFVideoProcessor (transformers' own frame sampling,
-FusedVideoProcessor's resize and patch rows). The hook wraps `cached_processor_from_config` where vLLM's
-processing context calls it (imported by name into that module, so that is the name to wrap). Other models,
-and calls it does not reproduce, stay with transformers; one log line says which processor serves a model's
-images and videos, and why where it is transformers'.
+Images (FUSED_INPUT_NORM_VLLM_PROCESSOR=1, the default; 0 turns it off): wherever the transformers processor
+vLLM loads for a model, whatever its architecture, holds an image processor that FusedImageProcessor
+reproduces (a family of fused_input_norm.families: Qwen2-VL's, CLIP's, SigLIP's, ...), it gets a
+FusedHFImageProcessor as its image_processor, with transformers' call signature and the same outputs (uint8
+rows on vLLM's mm_device_do_normalize path, float32 otherwise), faster; where it holds a Qwen-VL video
+processor, a FusedHFVideoProcessor (transformers' own frame sampling, FusedVideoProcessor's resize and patch
+rows). The hook wraps `cached_processor_from_config` where vLLM's processing context calls it (imported by
+name into that module, so that is the name to wrap). Other processors, and calls these do not reproduce,
+stay with transformers; one log line per model says which processor serves its images and videos, and why
+where it is transformers'. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
+served by vllm_internvl, with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -30,7 +33,7 @@ import os
 
 import torch
 
-from . import build_info, ops
+from . import build_info, ops, vllm_internvl
 from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, unsupported, unsupported_video
 from .module import channel_view
 
@@ -43,11 +46,6 @@ UPSTREAM_CLASS = "FusedMMInputNorm"
 
 PROCESSOR_SWITCH = "FUSED_INPUT_NORM_VLLM_PROCESSOR"
 CONTEXT_MODULE = "vllm.multimodal.processing.context"
-SERVED_ARCHITECTURES = (
-    "Qwen2VLForConditionalGeneration",
-    "Qwen2_5_VLForConditionalGeneration",
-    "Qwen3VLForConditionalGeneration",
-)
 
 
 def register() -> None:
@@ -58,8 +56,8 @@ def register() -> None:
 
 
 def register_image_processor() -> None:
-    """Wraps vLLM's cached_processor_from_config so that the Qwen-VL processors it returns hold a
-    FusedHFImageProcessor."""
+    """Wraps vLLM's cached_processor_from_config so that the processors it returns hold a FusedHFImageProcessor
+    (and FusedHFVideoProcessor) wherever those reproduce the processor they hold."""
     switch = os.environ.get(PROCESSOR_SWITCH, "1")
     if switch != "1":
         if switch != "0":
@@ -81,6 +79,7 @@ def register_image_processor() -> None:
         return
     if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
         return
+    _say_once(("internvl",), "fused_input_norm: %s", vllm_internvl.serve(logger))
 
     @functools.wraps(original)
     def cached_processor_from_config(model_config, *args, **kwargs):
@@ -156,60 +155,44 @@ def _say_once(key: tuple, message: str, *args: object) -> None:
 
 
 def serve_images(model_config: object, processor: object) -> None:
-    """Puts a FusedHFImageProcessor in `processor` (a transformers processor vLLM loaded for the model) where
-    it serves the model's images; logs once per model which processor serves them, and why."""
-    upstream = getattr(processor, "image_processor", None)
-    if upstream is None or isinstance(upstream, FusedHFImageProcessor):
+    """Puts a FusedHFImageProcessor in `processor` (a transformers processor vLLM loaded for the model, whatever
+    its architecture) where it holds an image processor that FusedImageProcessor reproduces, and a
+    FusedHFVideoProcessor where it holds such a video processor; logs once per model which processors serve
+    its images and videos, and why where it is transformers'."""
+    images = getattr(processor, "image_processor", None)
+    videos = getattr(processor, "video_processor", None)
+    if images is None and videos is None:
         return
+    if isinstance(images, FusedHFImageProcessor) or isinstance(videos, FusedHFVideoProcessor):
+        return  # served when vLLM first built this processor
     architectures = list(getattr(model_config, "architectures", None) or [])
-    model = getattr(model_config, "model", None)
-    key = (model, type(upstream).__name__)
-    name = type(upstream).__name__
-    if not any(a in SERVED_ARCHITECTURES for a in architectures):
-        _say_once(
-            key,
-            "fused_input_norm: transformers' %s serves images for %s: FusedImageProcessor serves %s",
-            name,
-            architectures,
-            ", ".join(SERVED_ARCHITECTURES),
-        )
-        return
-    reason = unsupported(upstream)
-    if reason is not None:
-        _say_once(key, "fused_input_norm: transformers' %s serves images for %s: %s", name, architectures, reason)
-        return
-    try:
-        processor.image_processor = FusedHFImageProcessor(upstream, logger)
-    except Exception as e:  # never an error in vLLM's path: transformers' keeps serving
-        _say_once(key, "fused_input_norm: transformers' %s serves images for %s: %s", name, architectures, e)
-        return
-    videos = serve_videos(processor)
-    _say_once(
-        key,
-        "fused_input_norm: FusedImageProcessor (reference %r) serves images for %s in place of transformers' %s; %s",
-        processor.image_processor.reference,
-        architectures,
-        name,
-        videos,
-    )
+    said = [
+        _stand_in(processor, "image_processor", f"images for {architectures}", FusedHFImageProcessor, unsupported),
+        _stand_in(processor, "video_processor", "videos", FusedHFVideoProcessor, unsupported_video),
+    ]
+    key = (getattr(model_config, "model", None), type(images).__name__, type(videos).__name__)
+    _say_once(key, "fused_input_norm: %s", "; ".join(s for s in said if s))
 
 
-def serve_videos(processor: object) -> str:
-    """Puts a FusedHFVideoProcessor in `processor` where it serves the model's videos; says which serves them."""
-    upstream = getattr(processor, "video_processor", None)
+def _stand_in(processor: object, attribute: str, what: str, adapter: type, why_not) -> str | None:
+    """Puts `adapter` (FusedHFImageProcessor or FusedHFVideoProcessor) around `processor.<attribute>` where
+    `why_not` finds no reason against it; says which processor serves `what` (None: the processor has none)."""
+    upstream = getattr(processor, attribute, None)
     if upstream is None:
-        return "the processor has no video processor"
-    if isinstance(upstream, FusedHFVideoProcessor):
-        return "FusedVideoProcessor serves videos"
+        return None
     name = type(upstream).__name__
-    reason = unsupported_video(upstream)
+    reason = why_not(upstream)
     if reason is None:
         try:
-            processor.video_processor = FusedHFVideoProcessor(upstream, logger)
-            return f"FusedVideoProcessor serves videos in place of transformers' {name}"
+            setattr(processor, attribute, adapter(upstream, logger))
         except Exception as e:  # never an error in vLLM's path: transformers' keeps serving
             reason = str(e)
-    return f"transformers' {name} serves videos: {reason}"
+    if reason is not None:
+        return f"transformers' {name} serves {what}: {reason}"
+    served = getattr(processor, attribute)
+    if adapter is FusedHFImageProcessor:
+        return f"FusedImageProcessor (reference {served.reference!r}) serves {what} in place of transformers' {name}"
+    return f"FusedVideoProcessor serves {what} in place of transformers' {name}"
 
 
 def register_input_norm() -> None:

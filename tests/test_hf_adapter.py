@@ -62,10 +62,35 @@ def test_upstream_attributes_and_refusals():
     ours = FusedHFImageProcessor(upstream())
     assert ours.merge_size == 2 and ours.reference == "torchvision"
     assert ours.get_number_of_image_patches(1080, 1920, {}) == upstream().get_number_of_image_patches(1080, 1920, {})
-    clip = pytest.importorskip("transformers.models.clip.image_processing_clip").CLIPImageProcessor()
-    assert "not a Qwen-VL image processor" in unsupported(clip)
-    with pytest.raises(ValueError, match="cannot serve CLIPImageProcessor"):
-        FusedHFImageProcessor(clip)
+    convnext = pytest.importorskip("transformers.models.convnext").ConvNextImageProcessor()
+    assert "not an image processor FusedImageProcessor reproduces" in unsupported(convnext)
+    with pytest.raises(ValueError, match="cannot serve ConvNextImageProcessor"):
+        FusedHFImageProcessor(convnext)
+
+
+@pytest.mark.parametrize("backend", ["", "Pil"])
+@pytest.mark.parametrize(
+    ("family", "kwargs"),
+    [
+        ("clip.CLIPImageProcessor", {}),
+        ("clip.CLIPImageProcessor", {"size": {"shortest_edge": 336}, "crop_size": {"height": 336, "width": 336}}),
+        ("clip.CLIPImageProcessor", {"do_rescale": False, "do_normalize": False}),
+        ("siglip.SiglipImageProcessor", {}),
+        ("siglip.SiglipImageProcessor", {"size": {"height": 384, "width": 384}}),
+    ],
+    ids=["clip", "clip-336", "clip-uint8", "siglip", "siglip-384"],
+)
+def test_every_family_in_the_registry_is_served_as_transformers_computes_it(monkeypatch, family, kwargs, backend):
+    module, name = family.split(".")
+    theirs = getattr(pytest.importorskip(f"transformers.models.{module}"), name + backend)()
+    ours = FusedHFImageProcessor(theirs)
+    expected = theirs(images()[:2], return_tensors="pt", **kwargs)
+    _forbid_upstream_preprocess(monkeypatch, ours)
+    got = ours(images()[:2], return_tensors="pt", **kwargs)
+    assert set(got) == set(expected)
+    pv, ref = got["pixel_values"], expected["pixel_values"]
+    assert pv.dtype == ref.dtype and pv.shape == ref.shape
+    assert torch.equal(pv, ref) if pv.dtype == torch.uint8 else float((pv - ref).abs().max()) <= 1e-6
 
 
 # ----- videos -----

@@ -28,7 +28,8 @@ def package_imports(path: pathlib.Path) -> list[tuple[str, list[str], int]]:
             if node.module is None:  # from . import a, b: a module of the package, or a name its __init__ holds
                 for name in names:
                     module = ".".join([*base, name])
-                    if (PACKAGE / pathlib.Path(*module.split("."))).with_suffix(".py").exists():
+                    where = PACKAGE / pathlib.Path(*module.split("."))
+                    if where.with_suffix(".py").exists() or (where / "__init__.py").exists():  # a module or a package
                         found.append((module, [], node.lineno))
                     else:
                         found.append((".".join(base) or "__init__", [name], node.lineno))

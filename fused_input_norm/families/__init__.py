@@ -1,0 +1,18 @@
+"""The image processor families FusedImageProcessor reproduces, one module each (see base.py for what a
+module gives), and the one registry that the config reader, the processors, the adapters and the vLLM
+plugin all read."""
+
+from types import ModuleType
+
+from . import clip, gemma3, glm4v, internvl_chat, qwen2_vl, siglip
+from .base import Job, Plan
+
+FAMILIES: dict[str, ModuleType] = {
+    module.KIND: module for module in (qwen2_vl, clip, siglip, glm4v, gemma3, internvl_chat)
+}
+# image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that
+# name only that.
+TYPES = {name: module.KIND for module in FAMILIES.values() for name in module.TYPES}
+PROCESSOR_CLASSES = {name: module.KIND for module in FAMILIES.values() for name in module.PROCESSOR_CLASSES}
+
+__all__ = ["FAMILIES", "PROCESSOR_CLASSES", "TYPES", "Job", "Plan"]

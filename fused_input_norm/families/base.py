@@ -1,0 +1,86 @@
+"""What a family module gives the processor core: its plan of a call, as jobs for the fused kernel.
+
+A family (one transformers image processor, with its Fast and Pil spellings) is a module with
+  KIND, TYPES (image_processor_type names), PROCESSOR_CLASSES (processor_class names that imply it),
+  DEFAULTS   transformers' class attributes: what a config that leaves a key out means,
+  KEYS       the config / call keys it reads beyond the common ones (COMMON_KEYS),
+  PIL_BYTES_AS_FLOAT  whether its Pil backend returns the resized bytes (rescale, normalize off) as float32,
+  settings(config, get, where) -> dict   its geometry keys checked (size, patch sizes, options),
+  plan(settings, shapes, where) -> Plan  every output size and slot decided from the images' shapes alone.
+The core (processor.py) decodes, allocates Plan.shape once, runs the fused resize + normalize + layout
+kernel once per Job into its slots, zeroes Plan.zero, and returns pixel_values with Plan.extras.
+
+Imports nothing from the package but checks and geometry: config.py, processor.py and the adapters read the families.
+"""
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from ..checks import positive_int
+from ..geometry import MAX_SIDE
+
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]  # OPENAI_CLIP_MEAN, also Qwen-VL's
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+STANDARD_MEAN = [0.5, 0.5, 0.5]  # IMAGENET_STANDARD_MEAN / _STD, SigLIP's
+STANDARD_STD = [0.5, 0.5, 0.5]
+
+# The keys every family reads, as a config (or a call's kwargs) holds them.
+COMMON_KEYS = (
+    "do_resize",
+    "size",
+    "resample",
+    "do_rescale",
+    "rescale_factor",
+    "do_normalize",
+    "image_mean",
+    "image_std",
+    "do_convert_rgb",
+)
+# transformers 5's BaseImageProcessor defaults: what a config that leaves these out (or sets them null) means.
+NORMALIZE_DEFAULTS = {
+    "do_rescale": True,
+    "rescale_factor": 1 / 255,
+    "do_normalize": True,
+    "image_mean": STANDARD_MEAN,
+    "image_std": STANDARD_STD,
+}
+COMMON_DEFAULTS = {
+    **NORMALIZE_DEFAULTS,
+    "do_resize": True,
+    "resample": 3,
+    "do_convert_rgb": True,
+    "do_center_crop": False,
+    "crop_size": None,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One run of the fused kernel: a box of one image, resized, cropped, written into output slots."""
+
+    image: int  # which image of the call
+    size: tuple[int, int]  # the (box of the) image resized to this
+    crop: tuple[int, int, int, int]  # (top, left, height, width) of the resized image that is written
+    slots: tuple[int, int]  # [start, stop) along the output's slot axis (Plan.slot_dims flattened)
+    box: tuple[int, int, int, int] | None = None  # (top, left, height, width) of the source; None: all of it
+    patches: tuple[int, ...] = ()  # (T, P, m): the slots are patch rows; (): one [C, h, w] slot
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """A call's output: pixel_values' shape, the jobs that fill it, the slots left zero, the other outputs."""
+
+    shape: tuple[int, ...]
+    jobs: list[Job]
+    extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    slot_dims: int = 1  # the leading dims of `shape` that number the slots
+    zero: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # slot ranges set to 0 (batch padding)
+
+
+def side(where: str, name: str, value: object) -> int:
+    """A positive int below MAX_SIDE: an image side (or a patch) the resize op can produce."""
+    value = positive_int(where, name, value)
+    if value >= MAX_SIDE:
+        raise ValueError(f"{where}: {name} must be below {MAX_SIDE} (2^24, the largest image side), got {value}")
+    return value

@@ -1,0 +1,430 @@
+"""The plugin serves by image processor, not by model name: vLLM 0.34.0's `apply()` for architectures that hold
+an image processor FusedImageProcessor reproduces, with the plugin on (FUSED_INPUT_NORM_VLLM_PROCESSOR=1)
+against off (=0), each side in its own process as a server would (`bash scripts/test_vllm.sh` runs it).
+
+Tiny local model directories written here (config.json from transformers' config classes, a `tokenizers`
+tokenizer with the model's special tokens, preprocessor_config.json as the checkpoints have it; no weights):
+  LLaVA-1.5 (LlavaForConditionalGeneration): transformers' CLIPImageProcessor, 336 crops;
+  PaliGemma (PaliGemmaForConditionalGeneration): SiglipImageProcessor, 224x224;
+  Qwen3-VL-MoE (Qwen3VLMoeForConditionalGeneration): Qwen2VLImageProcessor under an architecture the
+    plugin's old allowlist turned away, with vLLM's device normalize on (uint8 rows) and off.
+Compared, for every request: prompt_token_ids, mm_placeholders, mm_hashes and every tensor of every item of
+mm_kwargs (uint8 and integer ones exactly, float32 within 1e-6); the plugin's side must hold a
+FusedHFImageProcessor and say so in its log line.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_vllm_processor import CLIP_MEAN, CLIP_STD, photo, write_model
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+pytestmark = pytest.mark.skipif(
+    not HAS_VLLM, reason="needs vllm: `bash scripts/test_vllm.sh` installs vllm 0.34.0 in .venv-vllm and runs this file"
+)
+
+# model -> (architecture, the image placeholder of its prompts, the device-normalize settings it runs)
+MODELS = {
+    "llava": ("LlavaForConditionalGeneration", "<image>", (None,)),
+    "paligemma": ("PaliGemmaForConditionalGeneration", "<image>", (None,)),
+    "qwen3_vl_moe": (
+        "Qwen3VLMoeForConditionalGeneration",
+        "<|vision_start|><|image_pad|><|vision_end|>",
+        (True, False),
+    ),
+    "internvl_chat": ("InternVLChatModel", "<image>", (None,)),
+}
+WORDS = ["[UNK]", "describe", "these", "images", "and", "compare", "them", "."]
+# (height, width): a 12 MP phone photo, 1080p, VGA, tiny, elongated, and one at the crop size already.
+SIZES = [(3024, 4032), (1080, 1920), (480, 640), (57, 29), (40, 900), (336, 336)]
+
+
+def tokenizer(path: str, special: list[str], bos: str, eos: str) -> dict:
+    """A WordLevel tokenizer holding `special`, saved as transformers saves one; its vocabulary."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(WORDS + special)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens(special)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", bos_token=bos, eos_token=eos, pad_token=eos
+    ).save_pretrained(path)
+    return vocab
+
+
+def dump(path: str, name: str, content: dict) -> None:
+    with open(os.path.join(path, name), "w") as f:
+        json.dump(content, f)
+
+
+TEXT = {"vocab_size": 64, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
+TEXT |= {"num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 4096}
+VISION = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
+
+
+def write_llava(path: str) -> None:
+    """LLaVA-1.5's layout: a CLIP ViT-L/14-336 tower's sizes, a Llama text model, CLIPImageProcessor (shortest
+    edge 336, center crop 336) and the LlavaProcessor settings of llava-hf/llava-1.5-7b-hf."""
+    from transformers import LlavaConfig
+
+    os.makedirs(path, exist_ok=True)
+    vocab = tokenizer(path, ["<s>", "</s>", "<image>"], "<s>", "</s>")
+    vision = VISION | {"model_type": "clip_vision_model", "image_size": 336, "patch_size": 14, "projection_dim": 32}
+    config = LlavaConfig(
+        text_config=TEXT | {"model_type": "llama"},
+        vision_config=vision,
+        image_token_index=vocab["<image>"],
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-2,
+    )
+    config.architectures = ["LlavaForConditionalGeneration"]
+    config.save_pretrained(path)
+    dump(
+        path,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "CLIPImageProcessor",
+            "processor_class": "LlavaProcessor",
+            "size": {"shortest_edge": 336},
+            "crop_size": {"height": 336, "width": 336},
+            "do_center_crop": True,
+            "resample": 3,
+            "image_mean": CLIP_MEAN,
+            "image_std": CLIP_STD,
+        },
+    )
+    processor = {"processor_class": "LlavaProcessor", "patch_size": 14, "vision_feature_select_strategy": "default"}
+    dump(path, "processor_config.json", processor | {"num_additional_image_tokens": 1, "image_token": "<image>"})
+
+
+def write_paligemma(path: str) -> None:
+    """PaliGemma's layout: a SigLIP tower at 224 (patch 14: 256 image tokens), a Gemma text model,
+    SiglipImageProcessor at 224x224 with mean = std = 0.5."""
+    from transformers import PaliGemmaConfig
+
+    os.makedirs(path, exist_ok=True)
+    vocab = tokenizer(path, ["<bos>", "<eos>", "<image>", "\n"], "<bos>", "<eos>")  # vLLM appends "\n"
+    vision = VISION | {"model_type": "siglip_vision_model", "image_size": 224, "patch_size": 14}
+    vision["projection_dim"] = 32
+    text = TEXT | {"model_type": "gemma", "head_dim": 16, "vocab_size": 2048}  # PaliGemma adds 1,152 loc/seg tokens
+    config = PaliGemmaConfig(text_config=text, vision_config=vision, image_token_index=vocab["<image>"])
+    config.architectures = ["PaliGemmaForConditionalGeneration"]
+    config.save_pretrained(path)
+    dump(
+        path,
+        "preprocessor_config.json",
+        {
+            "image_processor_type": "SiglipImageProcessor",
+            "processor_class": "PaliGemmaProcessor",
+            "size": {"height": 224, "width": 224},
+            "resample": 3,
+            "image_mean": [0.5, 0.5, 0.5],
+            "image_std": [0.5, 0.5, 0.5],
+            "image_seq_length": 256,
+        },
+    )
+
+
+def write_qwen3_vl_moe(path: str) -> None:
+    """Qwen3-VL's tiny directory (test_vllm_processor.write_model) with a mixture-of-experts text model: the
+    config of Qwen3-VL-30B-A3B's kind, the same Qwen3VLProcessor and Qwen2VLImageProcessor."""
+    write_model(path, "qwen3_vl")
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    config["model_type"] = "qwen3_vl_moe"
+    config["architectures"] = ["Qwen3VLMoeForConditionalGeneration"]
+    text = config["text_config"]
+    text |= {"model_type": "qwen3_vl_moe_text", "num_experts": 4, "num_experts_per_tok": 2}
+    text |= {"moe_intermediate_size": 32, "decoder_sparse_step": 1, "mlp_only_layers": []}
+    config["vision_config"]["model_type"] = "qwen3_vl_moe"
+    dump(path, "config.json", config)
+
+
+# InternVL's checkpoints ship their config class as remote code; this one holds what vLLM reads of it.
+INTERNVL_CONFIG_CODE = """
+from transformers import AutoConfig, PretrainedConfig
+
+
+class InternVisionConfig(PretrainedConfig):
+    model_type = "intern_vit_6b"
+
+    def __init__(self, image_size=448, patch_size=14, hidden_size=32, num_hidden_layers=1, **kwargs):
+        super().__init__(**kwargs)
+        self.image_size, self.patch_size = image_size, patch_size
+        self.hidden_size, self.num_hidden_layers = hidden_size, num_hidden_layers
+
+
+class InternVLChatConfig(PretrainedConfig):
+    model_type = "internvl_chat"
+    is_composition = True
+
+    def __init__(self, vision_config=None, llm_config=None, **kwargs):
+        super().__init__(**kwargs)
+        self.vision_config = InternVisionConfig(**(vision_config or {}))
+        llm_config = dict(llm_config or {"model_type": "qwen2"})
+        self.llm_config = AutoConfig.for_model(llm_config.pop("model_type"), **llm_config)
+
+    def to_dict(self):
+        out = super().to_dict()
+        out["vision_config"], out["llm_config"] = self.vision_config.to_dict(), self.llm_config.to_dict()
+        return out
+"""
+
+
+def write_internvl_chat(path: str) -> None:
+    """A remote-code InternVL3 checkpoint's layout (InternVLChatModel, a Qwen2 text model, 448 tiles of patch
+    14 at downsample 0.5: 256 tokens a tile; 1 to 12 tiles and a thumbnail), its config class written here."""
+    os.makedirs(path, exist_ok=True)
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<image>"]
+    tokenizer(path, special, "<|im_start|>", "<|im_end|>")
+    with open(os.path.join(path, "configuration_internvl_chat.py"), "w") as f:
+        f.write(INTERNVL_CONFIG_CODE)
+    config = {
+        "architectures": ["InternVLChatModel"],
+        "model_type": "internvl_chat",
+        "auto_map": {"AutoConfig": "configuration_internvl_chat.InternVLChatConfig"},
+        "vision_config": {"image_size": 448, "patch_size": 14, "hidden_size": 32, "num_hidden_layers": 1},
+        "llm_config": TEXT | {"model_type": "qwen2", "max_position_embeddings": 32768},
+        "downsample_ratio": 0.5,
+        "force_image_size": 448,
+        "min_dynamic_patch": 1,
+        "max_dynamic_patch": 12,
+        "dynamic_image_size": True,
+        "use_thumbnail": True,
+        "ps_version": "v2",
+        "select_layer": -1,
+        "template": "internvl2_5",
+    }
+    dump(path, "config.json", config)
+
+
+WRITERS = {
+    "llava": write_llava,
+    "paligemma": write_paligemma,
+    "qwen3_vl_moe": write_qwen3_vl_moe,
+    "internvl_chat": write_internvl_chat,
+}
+# vLLM's InternVL processor's per-request kwargs: fewer tiles; exactly two (a 5:4 image is equally close to
+# 1x2 and 2x1: vLLM's order of the grids decides); one tile (no dynamic size).
+INTERNVL_KWARGS = [
+    {"max_dynamic_patch": 4},
+    {"min_dynamic_patch": 2, "max_dynamic_patch": 2},
+    {"dynamic_image_size": False},
+]
+
+
+def requests(image: str):
+    """(name, prompt, images, mm_processor_kwargs): each size alone, gray and RGBA PIL images, a batch of three
+    (one image only for PaliGemma, whose vLLM processor takes one per prompt is checked by the caller) and a
+    kwarg FusedImageProcessor does not reproduce (nearest resampling: transformers serves that call)."""
+    import numpy as np
+    from PIL import Image
+
+    out = [(f"{h}x{w}", f"{image} describe", [Image.fromarray(photo(h, w, i))], {}) for i, (h, w) in enumerate(SIZES)]
+    rgb = photo(300, 400, 10)
+    alpha = (photo(300, 400, 11)[..., 0] // 2 + 64).astype("uint8")
+    out.append(("gray", f"{image} describe", [Image.fromarray(rgb[..., 1])], {}))
+    out.append(("rgba", f"{image} describe", [Image.fromarray(np.dstack([rgb, alpha]), "RGBA")], {}))
+    batch = [Image.fromarray(photo(h, w, 20 + i)) for i, (h, w) in enumerate([(480, 640), (1080, 1920), (57, 29)])]
+    out.append(("batch", " and ".join([image] * 3) + " compare them", batch, {}))
+    out.append(("fallback", f"{image} describe", batch[:1], {"resample": 0}))
+    tie = Image.fromarray(photo(448, 560, 30))  # 5:4
+    for i, kwargs in enumerate(INTERNVL_KWARGS):
+        out.append((f"internvl-kwargs{i}", " and ".join([image] * 3) + " compare", [*batch[:2], tie], kwargs))
+    return out
+
+
+def request_names(model: str) -> list[str]:
+    names = [f"{h}x{w}" for h, w in SIZES] + ["gray", "rgba", "batch"]
+    if model == "internvl_chat":  # its processor takes no resample: its own kwargs instead
+        return names + [f"internvl-kwargs{i}" for i in range(len(INTERNVL_KWARGS))]
+    return [n for n in names if not (model == "paligemma" and n == "batch")] + ["fallback"]  # PaliGemma: 1 image
+
+
+def worker(root: str, out_path: str) -> None:
+    """One side: every model and device-normalize setting, every request; the results to `out_path`."""
+    import logging
+
+    import torch
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    from vllm.plugins import load_general_plugins
+
+    torch.set_num_threads(1)
+    logging.basicConfig(level=logging.INFO)  # as a server shows vLLM's INFO lines
+    load_general_plugins()
+    results = {}
+    for model, (_, image, normalize_settings) in MODELS.items():
+        for device_normalize in normalize_settings:
+            path = os.path.join(root, model)
+            config = ModelConfig(
+                model=path,
+                tokenizer=path,
+                dtype="float32",
+                mm_device_do_normalize=device_normalize,
+                seed=0,
+                trust_remote_code=model == "internvl_chat",
+            )
+            processor = MULTIMODAL_REGISTRY.create_processor(config)
+            image_processor = processor.info.get_hf_processor().image_processor
+            key = f"{model}-{'uint8' if device_normalize else 'float'}"
+            results[key + "-class"] = f"{type(image_processor).__module__}.{type(image_processor).__name__}"
+            # vLLM's own InternVL processor is served in its class (vllm_internvl), not replaced.
+            results[key + "-served"] = hasattr(type(image_processor).__call__, "fused_input_norm_wrapped")
+            for name, prompt, images, kwargs in requests(image):
+                if name not in request_names(model):
+                    continue
+                out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
+                items = out["mm_kwargs"]["image"]
+                results[f"{key}-{name}"] = {
+                    "prompt_token_ids": list(out["prompt_token_ids"]),
+                    "mm_placeholders": [(p.offset, p.length) for p in out["mm_placeholders"]["image"]],
+                    "mm_hashes": list(out["mm_hashes"]["image"]),
+                    "tensors": [
+                        {k: v.data for k, v in item.items() if isinstance(v.data, torch.Tensor)} for item in items
+                    ],
+                }
+    torch.save(results, out_path)
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory):
+    """Both sides' results: (plugin on, plugin off), each with its log lines."""
+    root = tmp_path_factory.mktemp("models")
+    for model, write in WRITERS.items():
+        write(str(root / model))
+    results = []
+    for switch in ("1", "0"):
+        out = root / f"side{switch}.pt"
+        env = {**os.environ, "FUSED_INPUT_NORM_VLLM_PROCESSOR": switch, "OMP_NUM_THREADS": "1"}
+        run = subprocess.run(
+            [sys.executable, __file__, str(root), str(out)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            cwd="/",  # the installed package, not the source tree
+        )
+        assert run.returncode == 0, run.stderr[-4000:]
+        import torch
+
+        results.append(torch.load(out, weights_only=False))
+        results[-1]["log"] = [line for line in (run.stdout + run.stderr).splitlines() if "fused_input_norm" in line]
+    return results
+
+
+def assert_same_tensors(name: str, got: list[dict], expected: list[dict]) -> None:
+    """Every tensor of every item: the same keys, shapes and dtypes; floats within 1e-6, the rest exactly."""
+    import torch
+
+    assert len(got) == len(expected), name
+    for i, (a, b) in enumerate(zip(got, expected, strict=True)):
+        assert sorted(a) == sorted(b), (name, i)
+        for key in a:
+            x, y = a[key], b[key]
+            where = f"{name}: item {i} {key}"
+            assert x.dtype == y.dtype and x.shape == y.shape, (where, x.dtype, y.dtype, x.shape, y.shape)
+            if x.is_floating_point():
+                diff = float((x - y).abs().max()) if x.numel() else 0.0
+                assert diff <= 1e-6, f"{where}: differs by {diff}"
+            else:
+                assert torch.equal(x, y), f"{where}: {int((x != y).sum())} values differ"
+
+
+CASES = [(model, "uint8" if n else "float") for model, (_, _, settings) in MODELS.items() for n in settings]
+
+
+@pytest.mark.parametrize(("model", "path"), CASES)
+def test_same_outputs_plugin_on_and_off(sides, model, path):
+    import torch
+
+    on, off = sides
+    key = f"{model}-{path}"
+    if model == "internvl_chat":  # vLLM's own processor, served in its class
+        assert on[key + "-served"] and not off[key + "-served"]
+        assert on[key + "-class"] == off[key + "-class"] == f"{INTERNVL_MODULE}.InternVLChatImageProcessor"
+    else:
+        assert on[key + "-class"] == "fused_input_norm.hf_adapter.FusedHFImageProcessor", on[key + "-class"]
+        assert off[key + "-class"].startswith("transformers."), off[key + "-class"]
+    for name in request_names(model):
+        got, expected = on[f"{key}-{name}"], off[f"{key}-{name}"]
+        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
+            assert got[field] == expected[field], f"{name}: {field}"
+        assert_same_tensors(name, got["tensors"], expected["tensors"])
+        dtypes = {t.dtype for item in got["tensors"] for k, t in item.items() if k.startswith("pixel_values")}
+        assert dtypes == {torch.uint8 if path == "uint8" else torch.float32}, (name, dtypes)
+
+
+@pytest.mark.parametrize("model", [m for m in MODELS if m != "internvl_chat"])
+def test_log_says_which_processor_serves_images(sides, model):
+    """One line per model names the architecture and the processor serving its images; the call the adapter
+    does not reproduce (nearest resampling) is logged as transformers'."""
+    on, off = sides
+    architecture = MODELS[model][0]
+    lines = [line for line in on["log"] if f"'{architecture}'" in line and "serves images" in line]
+    assert len(lines) == 1 and "FusedImageProcessor (reference 'torchvision') serves images" in lines[0], on["log"]
+    assert any("serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
+    assert not any(f"'{architecture}'" in line for line in off["log"]), off["log"]
+
+
+def test_log_says_fused_serves_vllm_internvl(sides):
+    on, off = sides
+    line = "FusedImageProcessor (reference 'pil') serves vLLM's InternVLChatImageProcessor"
+    assert sum(line in entry for entry in on["log"]) == 1, on["log"]
+    assert not any("InternVLChatImageProcessor" in entry for entry in off["log"]), off["log"]
+
+
+# ----- vLLM's InternVL processor, in this process: its tile grid, and what moves it back to vLLM -----
+INTERNVL_MODULE = "vllm.transformers_utils.processors.internvl"
+
+
+def test_internvl_tile_grid_is_vllms():
+    """families.internvl_chat.tile_grid against vLLM's own calculate_internvl_targets (with its
+    get_internvl_target_ratios), over many image shapes and tile bounds, ties (5:4 between 1x2 and 2x1) and the
+    area rule included."""
+    import importlib
+
+    from fused_input_norm.families import internvl_chat
+
+    vllm_internvl = importlib.import_module(INTERNVL_MODULE)
+    shapes = [
+        (h, w) for h in (1, 7, 57, 224, 448, 449, 480, 896, 1080, 3024) for w in (1, 29, 448, 560, 640, 1920, 4032)
+    ]
+    shapes += [(448, 560), (560, 448), (896, 1120), (100, 125), (4, 5), (448 * 3, 448), (40, 900)]
+    for low, high in [(1, 12), (1, 6), (2, 2), (1, 1), (3, 9), (4, 40), (5, 5)]:
+        ratios = vllm_internvl.get_internvl_target_ratios(low, high)
+        assert internvl_chat.grids(low, high) == ratios
+        for h, w in shapes:
+            blocks, width, height = vllm_internvl.calculate_internvl_targets(
+                orig_width=w, orig_height=h, target_ratios=ratios, image_size=448, use_thumbnail=False
+            )
+            columns, rows = internvl_chat.tile_grid(h, w, 448, low, high)
+            assert (rows * 448, columns * 448, rows * columns) == (height, width, blocks), (h, w, low, high)
+
+
+def test_internvl_served_only_as_vllm_0_34_writes_it(monkeypatch):
+    """`moved` accepts the installed vLLM's functions and names the first one that differs, or is missing."""
+    import importlib
+    import types
+
+    from fused_input_norm import vllm_internvl
+
+    module = importlib.import_module(INTERNVL_MODULE)
+    assert vllm_internvl.moved(module) is None
+    changed = types.SimpleNamespace(**vars(module))
+    changed.build_transform = lambda input_size: None  # another transform
+    assert "build_transform is not vllm 0.34.0's" in vllm_internvl.moved(changed)
+    del changed.build_transform
+    assert "build_transform cannot be read" in vllm_internvl.moved(changed)
+
+
+if __name__ == "__main__":
+    worker(*sys.argv[1:])
