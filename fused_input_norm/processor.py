@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from . import config as configs
-from . import families
+from . import families, output_pool
 from . import images as intake
 from .checks import check_output_size, check_strided, check_visual_dtype, image_name
 from .module import FusedInputNorm
@@ -127,7 +127,7 @@ class FusedImageProcessor:
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
         weight, bias = norm.affine_constants(self.device, _WHERE)
         check_output_size(_WHERE, "pixel_values", plan.shape, visual_dtype)
-        out = torch.empty(plan.shape, dtype=visual_dtype, device=self.device)
+        out = output_pool.empty(plan.shape, visual_dtype, self.device)
         slots = out.flatten(0, plan.slot_dims - 1)
         pixels, current = None, None
         for job in plan.jobs:
