@@ -15,7 +15,8 @@ constexpr const char* kOp = "fused_input_norm.resize_affine_out";
 ResampleFilter parse_filter(const char* op, const std::string& filter) {
   if (filter == "bilinear") return ResampleFilter::kBilinear;
   if (filter == "bicubic") return ResampleFilter::kBicubic;
-  fail(ArgError::kValue, op, ": resample must be 'bilinear' or 'bicubic', got '", filter, "'");
+  if (filter == "lanczos") return ResampleFilter::kLanczos;
+  fail(ArgError::kValue, op, ": resample must be 'bilinear', 'bicubic' or 'lanczos', got '", filter, "'");
 }
 
 // A plan tensor for one axis: int32, 1-D, contiguous, on input's device, sized for (in_size, out_size,

@@ -18,7 +18,7 @@
 
 namespace fused_input_norm {
 
-enum class ResampleFilter : int32_t { kBilinear = 0, kBicubic = 1 };
+enum class ResampleFilter : int32_t { kBilinear = 0, kBicubic = 1, kLanczos = 2 };
 // kTorchvision: torch's uint8 kernel (int16 coefficients with a precision chosen per axis, as pillow-simd).
 // kPil: Pillow's (int32 coefficients with 22 fraction bits).
 enum class ResampleReference : int32_t { kPil = 0, kTorchvision = 1 };
@@ -95,7 +95,35 @@ FIN_NO_FP_CONTRACT_ATTR inline double torch_cubic(double x) {  // torch's cubic_
   return 0.0;
 }
 
+// Lanczos-3: sinc(x) * sinc(x / 3) on a support of 3, sinc(x) = sin(pi x) / (pi x). Both references call
+// libm's sin on the same doubles as these, so the same bits (glibc's sin does not depend on the CPU).
+FIN_NO_FP_CONTRACT_ATTR inline double sinc(double x) {
+  FIN_NO_FP_CONTRACT
+  if (x == 0.0) return 1.0;
+  constexpr double kPi = 3.14159265358979323846;  // M_PI, which strict C++ need not define
+  x = x * kPi;
+  return std::sin(x) / x;
+}
+
+FIN_NO_FP_CONTRACT_ATTR inline double pil_lanczos(double x) {  // Pillow's lanczos_filter: a half-open window
+  FIN_NO_FP_CONTRACT
+  if (-3.0 <= x && x < 3.0) return sinc(x) * sinc(x / 3);
+  return 0.0;
+}
+
+FIN_NO_FP_CONTRACT_ATTR inline double torch_lanczos(double x) {  // torch's uint8 antialiased lanczos
+  FIN_NO_FP_CONTRACT
+  x = std::fabs(x);
+  if (x < 3.0) return sinc(x) * sinc(x / 3);
+  return 0.0;
+}
+
 }  // namespace resample_filters
+
+// The filter's support at scale 1 (the references' support constants).
+inline double filter_support(ResampleFilter filter) {
+  return filter == ResampleFilter::kBilinear ? 1.0 : filter == ResampleFilter::kBicubic ? 2.0 : 3.0;
+}
 
 // The geometry of one axis resampled from in_size to out_size (both >= 1), and the window of input
 // indices output index i reads: the references' bounds, computed as they compute them.
@@ -111,7 +139,7 @@ FIN_NO_FP_CONTRACT_ATTR inline ResampleGeometry resample_geometry(int64_t in_siz
   // double for any size below 2^24.
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   const double filterscale = scale < 1.0 ? 1.0 : scale;
-  const double support = (filter == ResampleFilter::kBilinear ? 1.0 : 2.0) * filterscale;
+  const double support = filter_support(filter) * filterscale;
   return {scale, support, 1.0 / filterscale, static_cast<int>(std::ceil(support)) * 2 + 1};
 }
 
@@ -137,9 +165,11 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_resample_plan(int64_t i
                                                                        ResampleReference reference) {
   FIN_NO_FP_CONTRACT
   const bool torch_ref = reference == ResampleReference::kTorchvision;
-  double (*fn)(double) = filter == ResampleFilter::kBilinear ? resample_filters::triangle
-                         : torch_ref                         ? resample_filters::torch_cubic
-                                                             : resample_filters::pil_cubic;
+  double (*fn)(double) = resample_filters::triangle;
+  if (filter == ResampleFilter::kBicubic) fn = torch_ref ? resample_filters::torch_cubic : resample_filters::pil_cubic;
+  if (filter == ResampleFilter::kLanczos) {
+    fn = torch_ref ? resample_filters::torch_lanczos : resample_filters::pil_lanczos;
+  }
   const ResampleGeometry g = resample_geometry(in_size, out_size, filter);
   const int taps = g.taps;
   std::vector<double> weights(static_cast<size_t>(out_size * taps), 0.0);

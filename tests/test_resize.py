@@ -48,7 +48,11 @@ def to_chw(hwc: np.ndarray) -> torch.Tensor:
 
 def _pillow_hwc(hwc: np.ndarray, size, resample: str) -> np.ndarray:
     image_module = pytest.importorskip("PIL.Image", reason="Pillow (the 'pil' reference) is not installed")
-    filt = {"bicubic": image_module.Resampling.BICUBIC, "bilinear": image_module.Resampling.BILINEAR}[resample]
+    filt = {
+        "bicubic": image_module.Resampling.BICUBIC,
+        "bilinear": image_module.Resampling.BILINEAR,
+        "lanczos": image_module.Resampling.LANCZOS,
+    }[resample]
     height, width = size
     # An RGB image resizes as one; any other channel count band by band as "L" images: the op treats channels
     # independently, while Pillow premultiplies an RGBA image's alpha (transformers converts to RGB first).
@@ -75,7 +79,11 @@ def torchvision_resize(chw: torch.Tensor, size, resample: str = "bicubic") -> to
     tvF = pytest.importorskip("torchvision.transforms.v2.functional", reason="torchvision is not installed")
     from torchvision.transforms import InterpolationMode
 
-    mode = {"bicubic": InterpolationMode.BICUBIC, "bilinear": InterpolationMode.BILINEAR}[resample]
+    mode = {
+        "bicubic": InterpolationMode.BICUBIC,
+        "bilinear": InterpolationMode.BILINEAR,
+        "lanczos": InterpolationMode.LANCZOS,
+    }[resample]
     chw = chw.contiguous()
     if tuple(size) == (1, 1) and chw.shape[-3] == 3:
         # torch 2.14's uint8 kernel trips an internal assert writing a 3-channel 1x1 image (its output is both
@@ -538,7 +546,7 @@ MODULE_RESIZE_BAD = [
         "resample-nearest",
         {"resample": "nearest"},
         ValueError,
-        r"resample must be one of 'bilinear', 'bicubic', got 'nearest'",
+        r"resample must be one of 'bilinear', 'bicubic', 'lanczos', got 'nearest'",
     ),
     ("resample-lanczos", {"resample": "lanczos"}, ValueError, r"resample must be one of"),
     ("resample-upper-case", {"resample": "BICUBIC"}, ValueError, r"resample must be one of"),
@@ -658,7 +666,7 @@ PATCHIFY_BAD = [
         "resample-nearest",
         {"resample": "nearest"},
         ValueError,
-        r"resample must be one of 'bilinear', 'bicubic', got 'nearest'",
+        r"resample must be one of 'bilinear', 'bicubic', 'lanczos', got 'nearest'",
     ),
     ("reference-pillow", {"reference": "pillow"}, ValueError, r"reference must be one of"),
     ("patch_size-zero", {"patch_size": 0}, ValueError, r"patch_size must be an int >= 1"),
@@ -751,7 +759,7 @@ OP_BAD = [
         "resample-nearest",
         op(resample="nearest"),
         ValueError,
-        r"resample must be 'bilinear' or 'bicubic', got 'nearest'",
+        r"resample must be 'bilinear', 'bicubic' or 'lanczos', got 'nearest'",
     ),
     ("size-length-1", op(size=[20]), ValueError, r"size must be \(height, width\) >= 1, got \[20\]"),
     ("size-zero", op(size=[0, 70]), ValueError, r"size must be \(height, width\) >= 1, got \[0, 70\]"),
@@ -961,7 +969,7 @@ PLAN_BAD = [
     ("out_size-zero", (10, 0), r"in_size and out_size must be in \[1, 2\^24\), got 10 and 0"),
     ("out_size-negative", (10, -3), r"in_size and out_size must be in"),
     ("in_size-2^24", (2**24, 10), r"in_size and out_size must be in"),
-    ("resample-nearest", (10, 5, "nearest"), r"resample must be 'bilinear' or 'bicubic', got 'nearest'"),
+    ("resample-nearest", (10, 5, "nearest"), r"resample must be 'bilinear', 'bicubic' or 'lanczos', got 'nearest'"),
     ("reference-pil-13", (10, 5, "bicubic", "pil-13"), r"reference must be 'pil' or 'torchvision', got 'pil-13'"),
     ("reference-torch", (10, 5, "bicubic", "torch"), r"reference must be 'pil' or 'torchvision'"),
 ]

@@ -20,9 +20,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMPILER = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="needs a C++17 host compiler (g++, c++ or clang++) on PATH")
 
-FILTERS = {"bicubic": 1, "bilinear": 0}
-PIL_FILTERS = {"bicubic": 3, "bilinear": 2}  # PIL.Image.Resampling values
-TV_FILTERS = {"bicubic": "BICUBIC", "bilinear": "BILINEAR"}
+FILTERS = {"bicubic": 1, "bilinear": 0, "lanczos": 2}
+PIL_FILTERS = {"bicubic": 3, "bilinear": 2, "lanczos": 1}  # PIL.Image.Resampling values
+TV_FILTERS = {"bicubic": "BICUBIC", "bilinear": "BILINEAR", "lanczos": "LANCZOS"}
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ PHOTOS = {"astronaut": skimage_data.astronaut(), "coffee": skimage_data.coffee()
 SIZES = [(224, 224), (364, 532), (700, 901), (512, 301), (97, 600), (100, 500), (1, 1), (1, 37), (53, 1), (333, 77)]
 
 
-@pytest.mark.parametrize("resample", ["bicubic", "bilinear"])
+@pytest.mark.parametrize("resample", ["bicubic", "bilinear", "lanczos"])
 @pytest.mark.parametrize("photo", list(PHOTOS))
 def test_emulated_kernels_equal_pillow_and_torchvision(emulator, tmp_path, photo, resample):
     image = PHOTOS[photo]
@@ -118,7 +118,7 @@ def padded(pixels: np.ndarray, pad) -> np.ndarray:
     return np.pad(pixels, ((0, 0), (top, canvas_h - h - top), (left, canvas_w - w - left)), constant_values=fill)
 
 
-@pytest.mark.parametrize("resample", ["bicubic", "bilinear"])
+@pytest.mark.parametrize("resample", ["bicubic", "bilinear", "lanczos"])
 def test_emulated_padding_is_the_padded_reference(emulator, tmp_path, resample):
     """ResampledSource's fill outside the crop's box (both index widths, an emulated grid), against Pillow's and
     torchvision's resize padded by numpy: every side and none, fill 0 and 255, crop and pad together, each pass

@@ -5,7 +5,7 @@
 // resampled uint8 values as float32 in the output layout. Both index widths run and must agree.
 //   resize_emulation IN C H W HWC OUT_H OUT_W FILTER REFERENCE VERTICAL_FIRST TOP LEFT CROP_H CROP_W T P M
 //                    THREADS [CANVAS_H CANVAS_W PAD_TOP PAD_LEFT FILL] OUT
-// FILTER: 0 bilinear, 1 bicubic; REFERENCE: 0 pil, 1 torchvision; P = 0: planar output [C, h, w] (h, w: the
+// FILTER: 0 bilinear, 1 bicubic, 2 lanczos; REFERENCE: 0 pil, 1 torchvision; P = 0: planar output [C, h, w] (h, w: the
 // canvas's with the five padding arguments, the crop's without; the padding is the fill byte).
 #include <cstdio>
 #include <cstdlib>

@@ -64,11 +64,14 @@ int main() {
     const Image hwc{data.data(), B, 3, H, W, {H * W * 3, 1, W * 3, 3}};
     const Image chw{data.data(), B, 3, H, W, {H * W * 3, H * W, W, 1}};
     for (const auto ref : {kPil, kTv}) {
-      for (const auto filter : {fin::ResampleFilter::kBilinear, fin::ResampleFilter::kBicubic}) {
+      for (const auto filter :
+           {fin::ResampleFilter::kBilinear, fin::ResampleFilter::kBicubic, fin::ResampleFilter::kLanczos}) {
         for (const bool vf : {false, true}) {
           const std::string name = std::to_string(B) + "x" + std::to_string(H) + "x" + std::to_string(W) + " -> " +
                                    std::to_string(oh) + "x" + std::to_string(ow) + (ref == kPil ? " pil" : " tv") +
-                                   (filter == fin::ResampleFilter::kBicubic ? " bicubic" : " bilinear") +
+                                   (filter == fin::ResampleFilter::kBicubic   ? " bicubic"
+                                    : filter == fin::ResampleFilter::kLanczos ? " lanczos"
+                                                                              : " bilinear") +
                                    (vf ? " vertical first" : "");
           check<fin::bfloat16_bits>(hwc, {oh, ow, 0, 0, oh, ow, filter, ref, vf, true}, "rows " + name);
           check<float>(chw, {oh, ow, 0, 0, oh, ow, filter, ref, vf, false}, "planar " + name);

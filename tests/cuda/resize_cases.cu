@@ -200,7 +200,9 @@ Outcome run_job(Context& ctx, const Job& j, const uint8_t* din) {
 }
 
 const char* ref_name(fin::ResampleReference r) { return r == fin::ResampleReference::kPil ? "pil" : "torchvision"; }
-const char* filter_name(fin::ResampleFilter f) { return f == fin::ResampleFilter::kBilinear ? "bilinear" : "bicubic"; }
+const char* filter_name(fin::ResampleFilter f) {
+  return f == fin::ResampleFilter::kBilinear ? "bilinear" : f == fin::ResampleFilter::kBicubic ? "bicubic" : "lanczos";
+}
 
 struct Inputs {
   Image hwc, chw;
@@ -247,7 +249,8 @@ void resize_cases(Context& ctx) {
               ctx.photos_dir.empty() ? "nowhere (synthetic)" : ctx.photos_dir.c_str());
   if (!ctx.dump_dir.empty()) std::filesystem::create_directories(ctx.dump_dir);
   const fin::ResampleReference refs[] = {fin::ResampleReference::kPil, fin::ResampleReference::kTorchvision};
-  const fin::ResampleFilter filters[] = {fin::ResampleFilter::kBilinear, fin::ResampleFilter::kBicubic};
+  const fin::ResampleFilter filters[] = {fin::ResampleFilter::kBilinear, fin::ResampleFilter::kBicubic,
+                                         fin::ResampleFilter::kLanczos};
   const auto kPil = fin::ResampleReference::kPil, kTv = fin::ResampleReference::kTorchvision;
   const auto kBicubic = fin::ResampleFilter::kBicubic, kBilinear = fin::ResampleFilter::kBilinear;
   bool wide_done = false;
