@@ -548,7 +548,7 @@ MODULE_RESIZE_BAD = [
         ValueError,
         r"resample must be one of 'bilinear', 'bicubic', 'lanczos', got 'nearest'",
     ),
-    ("resample-lanczos", {"resample": "lanczos"}, ValueError, r"resample must be one of"),
+    ("resample-box", {"resample": "box"}, ValueError, r"resample must be one of .*got 'box'"),
     ("resample-upper-case", {"resample": "BICUBIC"}, ValueError, r"resample must be one of"),
     ("resample-pil-enum", {"resample": 3}, ValueError, r"resample must be one of .*got 3"),
     ("reference-pillow", {"reference": "pillow"}, ValueError, r"reference must be one of .*got 'pillow'"),
