@@ -111,6 +111,9 @@ FIN_NO_FP_CONTRACT_ATTR inline double pil_lanczos(double x) {  // Pillow's lancz
   return 0.0;
 }
 
+// torchvision 0.29's resize of a CPU uint8 tensor with LANCZOS (antialias=True; False is its ValueError) calls
+// torch's interpolate(mode="lanczos") on the uint8 tensor itself, torch's integer kernel with this filter (no
+// float round trip): tests/test_resize_lanczos.py holds it to torchvision's bytes.
 FIN_NO_FP_CONTRACT_ATTR inline double torch_lanczos(double x) {  // torch's uint8 antialiased lanczos
   FIN_NO_FP_CONTRACT
   x = std::fabs(x);
