@@ -73,11 +73,18 @@ def fuzz_cases(count: int, max_pixels: int, seed: int = 37):
     return cases
 
 
+def extreme_cases():
+    """The widest windows and the largest upscales, on noise (every tap at its extreme, both signs of the lobes):
+    2000 -> 1 (12001 taps) on one axis while the other goes 150 -> 2000, then the transpose, interleaved."""
+    noise = np.random.default_rng(7).integers(0, 256, (2000, 150, 3), dtype=np.uint8)
+    return [(noise, (1, 2000), False), (np.ascontiguousarray(noise.transpose(1, 0, 2)), (2000, 1), True)]
+
+
 def fuzz_mismatches(count: int, max_pixels: int, device: str = "cpu") -> dict:
     """{(case, reference, in shape, size, channels last): differing values} of the cases that differ (an
-    identity module's float32 output holds the resampled bytes exactly)."""
+    identity module's float32 output holds the resampled bytes exactly): the extremes, then the fuzz."""
     found = {}
-    for index, (hwc, size, channels_last) in enumerate(fuzz_cases(count, max_pixels)):
+    for index, (hwc, size, channels_last) in enumerate(extreme_cases() + fuzz_cases(count, max_pixels)):
         norm = FusedInputNorm.identity(channel=hwc.shape[2]).to(device)
         image = torch.from_numpy(hwc) if channels_last else to_chw(hwc)
         kwargs = {"channel_dim": -1} if channels_last else {}
