@@ -40,12 +40,13 @@ STABLE_TORCH_LIBRARY(fused_input_norm, m) {
   m.def("build_info() -> str");
   // Resizing (resample.h): the coefficients of one axis, planned on the host once per size pair, and the
   // resize + affine + layout into `out`. `clip` (with patches): the input's images are the frames of clips,
-  // each temporal_patch_size consecutive ones one temporal patch, instead of one frame repeated.
+  // each temporal_patch_size consecutive ones one temporal patch, instead of one frame repeated. `pad`: []
+  // or (canvas_h, canvas_w, top, left, fill), the crop placed on a canvas of the fill byte.
   m.def("resample_plan(int in_size, int out_size, str resample=\"bicubic\", str reference=\"pil\") -> Tensor");
   m.def(
       "resize_affine_out(Tensor(a!) out, Tensor input, Tensor weight, Tensor bias, Tensor? row_plan, "
       "Tensor? col_plan, int[] size, int[] crop, str resample, bool vertical_first, int[] patches, "
-      "bool clip=False) -> ()");
+      "bool clip=False, int[] pad=[]) -> ()");
 }
 
 // No tensor argument to dispatch on: one kernel for every backend.

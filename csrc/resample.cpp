@@ -56,6 +56,37 @@ void check_plan(const char* name, const Tensor& plan, const torch::stable::Devic
   }
 }
 
+// pad = [] (the canvas is the crop) or [canvas_h, canvas_w, top, left, fill]: the crop placed at (top, left)
+// on a canvas of the byte `fill`.
+void check_pad(ResizePlan& p, const std::vector<int64_t>& pad) {
+  if (pad.empty()) {
+    p.canvas_h = p.crop_h;
+    p.canvas_w = p.crop_w;
+    return;
+  }
+  if (pad.size() != 5) {
+    fail(ArgError::kValue, kOp, ": pad must be empty or (canvas_height, canvas_width, top, left, fill), got ",
+         int_list(pad));
+  }
+  const int64_t canvas_h = pad[0], canvas_w = pad[1], top = pad[2], left = pad[3], fill = pad[4];
+  constexpr int64_t kMaxSide = int64_t{1} << 24;
+  if (canvas_h < p.crop_h || canvas_w < p.crop_w || canvas_h >= kMaxSide || canvas_w >= kMaxSide) {
+    fail(ArgError::kValue, kOp, ": pad's canvas ", canvas_h, "x", canvas_w, " must hold the cropped image ", p.crop_h,
+         "x", p.crop_w, " and have sides below 2^24");
+  }
+  // Written so that no difference wraps: every value is below 2^24 once the first two tests pass.
+  if (top < 0 || left < 0 || top > canvas_h - p.crop_h || left > canvas_w - p.crop_w) {
+    fail(ArgError::kValue, kOp, ": pad's (top, left) = (", top, ", ", left, ") must put the cropped image ", p.crop_h,
+         "x", p.crop_w, " inside the canvas ", canvas_h, "x", canvas_w);
+  }
+  if (fill < 0 || fill > 255) fail(ArgError::kValue, kOp, ": pad's fill must be a byte in [0, 255], got ", fill);
+  p.canvas_h = canvas_h;
+  p.canvas_w = canvas_w;
+  p.pad_top = top;
+  p.pad_left = left;
+  p.fill = fill;
+}
+
 void check_out(const Tensor& out, const Tensor& input, const std::vector<int64_t>& expected) {
   if (const torch::stable::Device d = out.device(), in = input.device(); d != in) {
     fail(ArgError::kRuntime, kOp, ": out must be on input's device ", device_name(in), ", got ", device_name(d));
@@ -78,7 +109,8 @@ void check_out(const Tensor& out, const Tensor& input, const std::vector<int64_t
 ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const std::optional<Tensor>& row_plan, const std::optional<Tensor>& col_plan,
                        const std::vector<int64_t>& size, const std::vector<int64_t>& crop, const std::string& filter,
-                       bool vertical_first, const std::vector<int64_t>& patches, bool clip) {
+                       bool vertical_first, const std::vector<int64_t>& patches, bool clip,
+                       const std::vector<int64_t>& pad) {
   ResizePlan p{};
   for (const auto& [name, t] :
        {std::pair<const char*, const Tensor&>{"out", out}, {"input", input}, {"weight", weight}, {"bias", bias}}) {
@@ -136,6 +168,8 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
          " must lie inside the resampled image of size ", int_list(size));
   }
 
+  check_pad(p, pad);
+
   if (!patches.empty()) {
     if (patches.size() != 3 || patches[0] < 1 || patches[1] < 1 || patches[2] < 1) {
       fail(ArgError::kValue, kOp, ": patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1, got ",
@@ -150,9 +184,9 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
         __builtin_mul_overflow(row, p.patch, &row) || __builtin_mul_overflow(row, p.patch, &row)) {
       fail(ArgError::kValue, kOp, ": patches ", int_list(patches), " overflow the output's row length");
     }
-    if (p.crop_h % factor != 0 || p.crop_w % factor != 0) {
-      fail(ArgError::kValue, kOp, ": the cropped image ", p.crop_h, "x", p.crop_w,
-           " must be a multiple of patch_size * merge_size = ", factor, " on both sides");
+    if (p.canvas_h % factor != 0 || p.canvas_w % factor != 0) {
+      fail(ArgError::kValue, kOp, ": the ", pad.empty() ? "cropped image " : "padded canvas ", p.canvas_h, "x",
+           p.canvas_w, " must be a multiple of patch_size * merge_size = ", factor, " on both sides");
     }
     if (clip && p.batch % p.temporal != 0) {
       fail(ArgError::kValue, kOp, ": clip: the ", p.batch, " input frames must be whole groups of temporal_patch_size ",

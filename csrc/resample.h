@@ -17,7 +17,8 @@ namespace fused_input_norm {
 ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const std::optional<Tensor>& row_plan, const std::optional<Tensor>& col_plan,
                        const std::vector<int64_t>& size, const std::vector<int64_t>& crop, const std::string& filter,
-                       bool vertical_first, const std::vector<int64_t>& patches, bool clip);
+                       bool vertical_first, const std::vector<int64_t>& patches, bool clip,
+                       const std::vector<int64_t>& pad);
 
 using ResizeRun = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const ResizePlan& plan);
@@ -26,9 +27,9 @@ template <ResizeRun Run>
 void resize_affine_out_op(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                           std::optional<Tensor> row_plan, std::optional<Tensor> col_plan, std::vector<int64_t> size,
                           std::vector<int64_t> crop, std::string filter, bool vertical_first,
-                          std::vector<int64_t> patches, bool clip) {
+                          std::vector<int64_t> patches, bool clip, std::vector<int64_t> pad) {
   const ResizePlan plan =
-      plan_resize(out, input, weight, bias, row_plan, col_plan, size, crop, filter, vertical_first, patches, clip);
+      plan_resize(out, input, weight, bias, row_plan, col_plan, size, crop, filter, vertical_first, patches, clip, pad);
   if (plan.numel == 0) return;
   Run(out, input, weight, bias, plan);
 }

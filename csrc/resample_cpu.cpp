@@ -681,11 +681,13 @@ void release_large_scratch() {
 #endif
 }
 
-// The resampled uint8 rows [y0, y1) of the crop of image b, every channel, into band[C][y1 - y0][crop_w]. `slot`:
-// the frame's place in its temporal group (0 for a still), which FirstRows entry keeps its first-pass rows.
+// The resampled uint8 rows [y0, y1) of the crop of image b, every channel, into band: channel c's row y (crop_w
+// bytes) at band + c * plane + y * pitch (a padded canvas's band is wider than the crop). `slot`: the frame's
+// place in its temporal group (0 for a still), which FirstRows entry keeps its first-pass rows.
 template <CpuCapability cap>
 FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, uint64_t call, const uint8_t* input,
-                                  int64_t b, int64_t slot, int64_t y0, int64_t y1, uint8_t* band) {
+                                  int64_t b, int64_t slot, int64_t y0, int64_t y1, uint8_t* band, int64_t plane,
+                                  int64_t pitch) {
   const PairPlan* row_pairs = pairs != nullptr ? &pairs->row : nullptr;
   const PairPlan* col_pairs = pairs != nullptr ? &pairs->col : nullptr;
   const int64_t C = p.channels, w = p.crop_w, rows = y1 - y0;
@@ -697,10 +699,10 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
     for (int64_t y = 0; y < rows; ++y) {
       const uint8_t* row = first + y * sh;
       if (interleaved_pixels(sc, sw, C)) {
-        split_channels(row, C, sw, w, band + y * w, rows * w);
+        split_channels(row, C, sw, w, band + y * pitch, plane);
       } else {
         for (int64_t c = 0; c < C; ++c) {
-          uint8_t* to = band + (c * rows + y) * w;
+          uint8_t* to = band + c * plane + y * pitch;
           if (sw == 1) {
             std::memcpy(to, row + c * sc, static_cast<size_t>(w));
           } else {
@@ -711,7 +713,7 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
     }
   } else if (!p.row_plan) {  // horizontal only
     horizontal_pass<cap>(image + (p.top + y0) * sh, sc, sh, sw, C, rows, 0, p.col_plan, col_pairs, p.left, w, band,
-                         rows * w, w);
+                         plane, pitch);
   } else if (p.two_passes() && !p.vertical_first) {
     // Horizontal first: the input rows this band's vertical taps read, resampled across. Neighbouring bands'
     // taps overlap, and the pass runs 16 rows at a time: a thread keeps the rows it made for its previous band
@@ -750,7 +752,7 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
       const uint8_t* h = f.data.data() + c * f.capacity * w;
       for (int64_t y = 0; y < rows; ++y) {
         vertical_row<cap>(h, w, 1, p.row_plan, row_pairs, p.top + y0 + y, r0, w, s.acc.data(),
-                          band + (c * rows + y) * w);
+                          band + c * plane + y * pitch);
       }
     }
   } else {
@@ -759,10 +761,14 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
     // contiguous row of bytes, then split into planes.
     const bool only = !p.two_passes();
     const int64_t q0 = only ? p.left : p.first_begin, q = only ? w : p.first_end - p.first_begin;
+    // Vertical only: straight into the band; otherwise the first pass's planes [C][rows][q].
     uint8_t* planes = band;
+    int64_t planes_plane = plane, planes_pitch = pitch;
     if (!only) {
       s.first.resize(static_cast<size_t>(C * rows * q));
       planes = s.first.data();
+      planes_plane = rows * q;
+      planes_pitch = q;
     }
     const bool interleaved = interleaved_pixels(sc, sw, C);
     s.acc.resize(static_cast<size_t>(q * std::max(C, sw)));
@@ -773,16 +779,45 @@ FIN_CPU_KERNEL void resample_band(const ResizePlan& p, const PairPlans* pairs, u
         uint8_t* row = s.row.data();
         // Up to the last channel of the last pixel: its padding may lie past the tensor.
         vertical_row<cap>(image + q0 * sw, sh, 1, p.row_plan, row_pairs, o, 0, (q - 1) * sw + C, s.acc.data(), row);
-        split_channels(row, C, sw, q, planes + y * q, rows * q);
+        split_channels(row, C, sw, q, planes + y * planes_pitch, planes_plane);
       } else {
         for (int64_t c = 0; c < C; ++c) {
           vertical_row<cap>(image + c * sc + q0 * sw, sh, sw, p.row_plan, row_pairs, o, 0, q, s.acc.data(),
-                            planes + (c * rows + y) * q);
+                            planes + c * planes_plane + y * planes_pitch);
         }
       }
     }
     if (!only)
-      horizontal_pass<cap>(planes, rows * q, q, 1, C, rows, q0, p.col_plan, col_pairs, p.left, w, band, rows * w, w);
+      horizontal_pass<cap>(planes, rows * q, q, 1, C, rows, q0, p.col_plan, col_pairs, p.left, w, band, plane, pitch);
+  }
+}
+
+// The canvas's rows [y0, y0 + rows) of image b (or frame b of a clip), every channel, into band[C][rows][canvas_w]:
+// the crop's rows that fall in the band resampled in place at column pad_left, every other byte the fill. The
+// fill is written after the resampling, so a pass never overwrites it. Without padding the band is the crop's.
+template <CpuCapability cap>
+FIN_CPU_KERNEL void canvas_band(const ResizePlan& p, const PairPlans* pairs, uint64_t call, const uint8_t* input,
+                                int64_t b, int64_t slot, int64_t y0, int64_t rows, uint8_t* band) {
+  const int64_t width = p.canvas_w, plane = rows * width;
+  // The band's rows that hold the crop: [box0, box1), empty in a band of padding only.
+  const int64_t box0 = std::clamp<int64_t>(p.pad_top - y0, 0, rows);
+  const int64_t box1 = std::clamp<int64_t>(p.pad_top + p.crop_h - y0, 0, rows);
+  if (box0 < box1) {
+    const int64_t from = y0 + box0 - p.pad_top;
+    resample_band<cap>(p, pairs, call, input, b, slot, from, from + box1 - box0, band + box0 * width + p.pad_left,
+                       plane, width);
+  }
+  if (p.canvas_h == p.crop_h && p.canvas_w == p.crop_w) return;
+  const int fill = static_cast<int>(p.fill);
+  const int64_t right = p.pad_left + p.crop_w;
+  for (int64_t c = 0; c < p.channels; ++c) {
+    uint8_t* rows_of = band + c * plane;
+    std::memset(rows_of, fill, static_cast<size_t>(box0 * width));
+    for (int64_t y = box0; y < box1; ++y) {
+      std::memset(rows_of + y * width, fill, static_cast<size_t>(p.pad_left));
+      std::memset(rows_of + y * width + right, fill, static_cast<size_t>(width - right));
+    }
+    std::memset(rows_of + box1 * width, fill, static_cast<size_t>((rows - box1) * width));
   }
 }
 
@@ -938,7 +973,8 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
   const auto* in = static_cast<const uint8_t*>(input.const_data_ptr());
   const auto* w = static_cast<const float*>(weight.const_data_ptr());
   const auto* b = static_cast<const float*>(bias.const_data_ptr());
-  const int64_t C = p.channels, h = p.crop_h, width = p.crop_w;
+  // Bands, rows and the layout are the canvas's (the crop's without padding): canvas_band makes each band.
+  const int64_t C = p.channels, h = p.canvas_h, width = p.canvas_w;
   const bool patches = p.patch > 0;
   const int64_t band_rows = patches ? p.patch * p.merge : kBandRows;
   const int64_t bands = (h + band_rows - 1) / band_rows;
@@ -987,7 +1023,7 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
         // The band, resampled, is the source of the affine's own strided walker (affine_cpu_kernels.h).
         with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
           for (int64_t t = 0; t < frames; ++t) {
-            resample_band<cap>(p, pairs, call, in, image * frames + t, t, y0, y1, buffer.data() + t * frame_elems);
+            canvas_band<cap>(p, pairs, call, in, image * frames + t, t, y0, rows, buffer.data() + t * frame_elems);
           }
           // Whole bands are cut into patch rows by the writers: a still's T frames are one resampled frame (the
           // first block copied), a clip's frame t is its own band, frame_stride on. A partial band (a crop

@@ -1,7 +1,8 @@
 // The resize op on CUDA (and ROCm through hipify). With two passes, the first writes its uint8 rows to a
 // workspace from torch's caching allocator (the only intermediate: the rounding the second pass reads); the
 // second pass runs inside the affine's strided kernel as its source (ResampledSource), so each output
-// element is resampled, normalized and stored in its layout by one thread. No host sync, no allocation but
+// element is resampled (or, outside the crop's box on a padded canvas, the fill), normalized and stored in its
+// layout by one thread. No host sync, no allocation but
 // the output and that workspace: capturable in a CUDA graph.
 #include <cuda_runtime.h>
 #include <torch/csrc/stable/accelerator.h>
@@ -21,9 +22,7 @@ namespace {
 template <typename index_t>
 void launch_resize(const Tensor& out, const ResizePlan& p, const ResamplePass& last, const float* w, const float* b,
                    int device, cudaStream_t stream) {
-  const ResampledSource<index_t> source{last, make_divider(static_cast<index_t>(p.crop_w)),
-                                        make_divider(static_cast<index_t>(p.crop_h)),
-                                        make_divider(static_cast<index_t>(p.channels))};
+  const ResampledSource<index_t> source = resampled_source<index_t>(p, last);
   const auto calc = make_offset_calculator<index_t>(p.layout);
   FIN_DISPATCH_RESIZE_OUT(out.scalar_type(), [&] {
     (void)sizeof(in_t);
@@ -66,8 +65,8 @@ void run_resize_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
   const ResamplePass last = last_pass(p, src, strides);
   const auto* w = static_cast<const float*>(weight.const_data_ptr());
   const auto* b = static_cast<const float*>(bias.const_data_ptr());
-  // The walker's offsets index the virtual [B, C, crop_h, crop_w] image; the output may be T times larger.
-  const int64_t resampled = p.batch * p.channels * p.crop_h * p.crop_w;
+  // The walker's offsets index the virtual [B, C, canvas_h, canvas_w] image; the output may be T times larger.
+  const int64_t resampled = p.batch * p.channels * p.canvas_h * p.canvas_w;
   if (p.numel <= kMax32 && resampled <= kMax32) {
     launch_resize<uint32_t>(out, p, last, w, b, device, stream);
   } else {

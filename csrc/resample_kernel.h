@@ -237,39 +237,50 @@ FIN_HOST_DEVICE void resample_pass_thread(const ResamplePass& pass, uint8_t* out
 }
 
 // A source for the affine's strided walker (affine_kernel.h) that reads the resampled image instead of a
-// tensor: the walker's input offsets are element offsets into the contiguous [B, C, h, w] resampled image,
-// and loading one runs the (last) resampling pass for it.
+// tensor: the walker's input offsets are element offsets into the contiguous [B, C, canvas_h, canvas_w]
+// canvas, and loading one runs the (last) resampling pass for it, or, outside the crop's box in the canvas,
+// is the fill byte (transformers pads the uint8 image before it normalizes: the fill goes through the same
+// affine). Without padding the box is the whole canvas and the test is never true.
 template <typename index_t>
 struct ResampledSource {
   ResamplePass pass;
-  IntDivider<index_t> width, height, channels;
+  IntDivider<index_t> width, height, channels;  // the canvas's
+  index_t top, left, crop_h, crop_w;            // the crop's box in the canvas
+  float fill;
 
   FIN_HOST_DEVICE float operator()(index_t offset) const {
     const index_t row = width.div(offset), x = offset - row * width.divisor;
     const index_t plane = height.div(row), y = row - plane * height.divisor;
     const index_t b = channels.div(plane), c = plane - b * channels.divisor;
-    return static_cast<float>(pass.at(b, c, y, x));
+    // index_t is unsigned: a coordinate before the box wraps to a large value, so one compare per axis.
+    const index_t iy = y - top, ix = x - left;
+    if (iy >= crop_h || ix >= crop_w) return fill;
+    return static_cast<float>(pass.at(b, c, iy, ix));
   }
 };
 
 // ---- the plan of a resize (host only) ------------------------------------------------------------------
-// The op resamples a uint8 [B, C, H, W] image (any strides) exactly as Pillow or torch does, crops, applies
-// the affine and writes the output layout, in one call:
-//   planar:  out [B, C, crop_h, crop_w]
-//   patches: out [B * (crop_h / P) * (crop_w / P), C * T * P * P], Qwen-VL's patch rows of each image, the
-//            one resampled frame repeated T times;
-//   clip:    out [B / T * (crop_h / P) * (crop_w / P), C * T * P * P], the B images are frames of clips and
-//            each T consecutive ones are the T frames of one temporal patch (frame t of a group in slot t).
+// The op resamples a uint8 [B, C, H, W] image (any strides) exactly as Pillow or torch does, crops, pads
+// (places the crop on a canvas of the fill byte), applies the affine and writes the output layout, in one
+// call (h, w: the canvas's sides, the crop's without padding):
+//   planar:  out [B, C, h, w]
+//   patches: out [B * (h / P) * (w / P), C * T * P * P], Qwen-VL's patch rows of each image, the one
+//            resampled frame repeated T times;
+//   clip:    out [B / T * (h / P) * (w / P), C * T * P * P], the B images are frames of clips and each T
+//            consecutive ones are the T frames of one temporal patch (frame t of a group in slot t).
 // An input already at the output size is copied (the crop of it), as both references do: the same op, so
 // that the layout and the affine stay one pass.
 struct ResizePlan {
   int64_t batch, channels, in_h, in_w;
   int64_t out_h, out_w;               // the resampled image (before the crop)
   int64_t top, left, crop_h, crop_w;  // the crop, inside the resampled image
-  std::array<int64_t, 4> strides;     // input's, in elements: b, c, h, w
-  const int32_t* row_plan;            // vertical pass coefficients, nullptr when out_h == in_h
-  const int32_t* col_plan;            // horizontal pass coefficients, nullptr when out_w == in_w
-  bool vertical_first;                // both passes: which comes first
+  // The canvas the output holds: the crop at (pad_top, pad_left), every other pixel the byte `fill`. A
+  // canvas_h of 0 (a plan made without padding) means the canvas is the crop (finish_resize_plan).
+  int64_t canvas_h, canvas_w, pad_top, pad_left, fill;
+  std::array<int64_t, 4> strides;  // input's, in elements: b, c, h, w
+  const int32_t* row_plan;         // vertical pass coefficients, nullptr when out_h == in_h
+  const int32_t* col_plan;         // horizontal pass coefficients, nullptr when out_w == in_w
+  bool vertical_first;             // both passes: which comes first
   ResampleFilter filter;
   int64_t temporal, patch, merge;  // patch == 0: planar output
   bool clip;                       // patches from groups of T frames (B divisible by T), not one frame T times
@@ -289,10 +300,16 @@ inline std::array<int64_t, 2> resample_bounds(int64_t in_size, int64_t out_size,
   return {w.first, w.count};
 }
 
-// Fills the derived fields (layout, numel, the first pass's span) of a plan whose sizes, crop, strides,
-// passes and patch geometry are set and valid; returns the output's shape.
+// Fills the derived fields (layout, numel, the first pass's span; the canvas when unset) of a plan whose
+// sizes, crop, padding, strides, passes and patch geometry are set and valid; returns the output's shape.
 inline std::vector<int64_t> finish_resize_plan(ResizePlan& p) {
-  const int64_t B = p.batch, C = p.channels, h = p.crop_h, w = p.crop_w;
+  if (p.canvas_h == 0) {
+    p.canvas_h = p.crop_h;
+    p.canvas_w = p.crop_w;
+    p.pad_top = p.pad_left = p.fill = 0;
+  }
+  // The layout indexes the virtual [B, C, canvas_h, canvas_w] image (ResampledSource's offsets).
+  const int64_t B = p.batch, C = p.channels, h = p.canvas_h, w = p.canvas_w;
   std::vector<int64_t> out_shape;
   if (p.patch == 0) {
     out_shape = {B, C, h, w};
@@ -370,6 +387,20 @@ inline ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std
     pass.tap_extent = static_cast<int32_t>(pass.vertical ? p.in_h : p.in_w);
   }
   return pass;
+}
+
+// The affine walker's source for the plan's canvas, reading through `last` (last_pass).
+template <typename index_t>
+ResampledSource<index_t> resampled_source(const ResizePlan& p, const ResamplePass& last) {
+  return {last,
+          make_divider(static_cast<index_t>(p.canvas_w)),
+          make_divider(static_cast<index_t>(p.canvas_h)),
+          make_divider(static_cast<index_t>(p.channels)),
+          static_cast<index_t>(p.pad_top),
+          static_cast<index_t>(p.pad_left),
+          static_cast<index_t>(p.crop_h),
+          static_cast<index_t>(p.crop_w),
+          static_cast<float>(p.fill)};
 }
 
 #if defined(FIN_GPU_COMPILER)

@@ -194,11 +194,12 @@ def _resample(value: object, where: str) -> str:
 # nested "video_processor", else video_preprocessor_config.json, else the image processor's
 # preprocessor_config.json (AutoVideoProcessor falls back to it).
 VIDEO_CONFIG_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
-VIDEO_TYPES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": "qwen3_vl"}
+VIDEO_TYPES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": "qwen3_vl", "Glm4vVideoProcessor": "glm4v"}
 VIDEO_PROCESSOR_CLASSES = {
     "Qwen2VLProcessor": "qwen2_vl",
     "Qwen2_5_VLProcessor": "qwen2_vl",
     "Qwen3VLProcessor": "qwen3_vl",
+    "Glm4vProcessor": "glm4v",
 }
 _VIDEO_COMMON = {
     **NORMALIZE_DEFAULTS,
@@ -212,7 +213,7 @@ _VIDEO_COMMON = {
     "num_frames": None,
     "cap_pixels_per_frame": None,  # transformers: None means off (with a warning that the default will change)
 }
-# transformers 5's Qwen2VLVideoProcessor and Qwen3VLVideoProcessor class attributes.
+# transformers 5's Qwen2VLVideoProcessor, Qwen3VLVideoProcessor and Glm4vVideoProcessor class attributes.
 VIDEO_DEFAULTS = {
     "qwen2_vl": {
         **_VIDEO_COMMON,
@@ -232,6 +233,18 @@ VIDEO_DEFAULTS = {
         "fps": 2,
         "max_video_tokens": 768,
     },
+    "glm4v": {
+        **_VIDEO_COMMON,  # its min_frames, max_frames, max_video_tokens: GLM-4V has none, and reads none
+        "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 2 * 30000},
+        "image_mean": CLIP_MEAN,
+        "image_std": CLIP_STD,
+        "patch_size": 14,
+        "do_sample_frames": True,
+        "fps": 2,
+        "num_frames": 16,  # read by no step of GLM-4V's: its sampling is by fps alone
+        "max_duration": 300,
+        "max_video_tokens": 128000,
+    },
 }
 
 
@@ -239,7 +252,7 @@ VIDEO_DEFAULTS = {
 class VideoSettings:
     """A video processor config resolved against its class's defaults: what the processor will do, key by key."""
 
-    kind: str  # "qwen2_vl" (Qwen2-VL, Qwen2.5-VL) or "qwen3_vl"
+    kind: str  # "qwen2_vl" (Qwen2-VL, Qwen2.5-VL), "qwen3_vl" or "glm4v" (GLM-4.1V, GLM-4.5V)
     do_resize: bool
     size: dict  # {"shortest_edge", "longest_edge"}: min / max pixels (Qwen3-VL: of the whole clip)
     resample: str
@@ -255,6 +268,7 @@ class VideoSettings:
     cap_pixels_per_frame: bool
     max_video_tokens: int
     normalization: Normalization
+    max_duration: int | None = None  # GLM-4V: the seconds its sampling spreads the frames over, at most
 
 
 def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
@@ -283,8 +297,9 @@ def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
 
 
 def video_kind_of(config: Mapping) -> str | None:
-    """ "qwen2_vl" or "qwen3_vl" from video_processor_type (its Fast spelling too), else processor_class, else
-    an image config's Qwen2VLImageProcessor type (Qwen2-VL's and Qwen2.5-VL's); None for anything else."""
+    """ "qwen2_vl", "qwen3_vl" or "glm4v" from video_processor_type (its Fast spelling too), else
+    processor_class, else an image config's Qwen2VLImageProcessor type (Qwen2-VL's and Qwen2.5-VL's); None
+    for anything else."""
     name = config.get("video_processor_type")
     if isinstance(name, str):
         return VIDEO_TYPES.get(name.removesuffix("Fast"))
@@ -318,6 +333,7 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
     num_frames = get("num_frames")
     if num_frames is not None:
         positive_int(where, "num_frames", num_frames)
+    max_duration = positive_int(where, "max_duration", get("max_duration")) if kind == "glm4v" else None
     cap = get("cap_pixels_per_frame")
     if cap is not None and not isinstance(cap, bool):
         raise ValueError(f"{where}: cap_pixels_per_frame must be true, false or null, got {cap!r}")
@@ -334,6 +350,7 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
         num_frames=num_frames,
         cap_pixels_per_frame=bool(cap),
         normalization=normalization(config, where, kind, VIDEO_DEFAULTS),
+        max_duration=max_duration,
         **patches,
         **frames,
     )

@@ -55,8 +55,9 @@ def smart_resize(
 def smart_resize_clip(
     num_frames: int, height: int, width: int, temporal_factor: int, factor: int, min_pixels: int, max_pixels: int
 ) -> tuple[int, int]:
-    """transformers' Qwen3-VL video smart_resize: like smart_resize, with the pixel bounds on the whole clip
-    (frames rounded to temporal_factor) and frames smaller than `factor` scaled up first."""
+    """transformers' Qwen3-VL video smart_resize (GLM-4V's smart_resize too, line for line): like smart_resize,
+    with the pixel bounds on the whole clip (frames rounded to temporal_factor) and frames smaller than
+    `factor` scaled up first."""
     if num_frames < temporal_factor:
         raise ValueError(f"t:{num_frames} must be larger than temporal_factor:{temporal_factor}")
     if height < factor or width < factor:

@@ -284,8 +284,9 @@ def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:
 
 # ----- videos -----
 # The keys a Qwen-VL video processor's _preprocess receives that FusedVideoProcessor computes from; frame
-# sampling (fps, num_frames, min_frames, max_frames) is done by then, by upstream itself.
-_VIDEO_SAMPLED = {"fps", "num_frames", "min_frames", "max_frames"}
+# sampling (fps, num_frames, min_frames, max_frames, GLM-4V's max_duration) is done by then, by upstream
+# itself. (GLM-4V's max_image_size is read by no step.)
+_VIDEO_SAMPLED = {"fps", "num_frames", "min_frames", "max_frames", "max_duration", "max_image_size"}
 _VIDEO_KEYS = sorted(video.CALL_KEYS["qwen3_vl"] - _VIDEO_SAMPLED - {"do_sample_frames", "do_convert_rgb"})
 
 

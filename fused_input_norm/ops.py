@@ -75,6 +75,7 @@ def resize_affine_out(
     vertical_first: bool,
     patches: Sequence[int] = (),
     clip: bool = False,
+    pad: Sequence[int] = (),
 ) -> None:
     """Resamples the uint8 images `input` [B, C, H, W] to `size` (the plans of the axes that change, from
     resample_plan), crops (top, left, height, width), and writes `input * weight[c] + bias[c]` into `out`:
@@ -83,6 +84,9 @@ def resize_affine_out(
     `clip=True` the B images are frames of clips and each T consecutive ones form one temporal patch
     ([B / T * gh * gw, C * T * P * P]; B must be a multiple of T). `vertical_first` is the reference's pass
     order (fused_input_norm.resize.vertical_first).
+    `pad` = (canvas_height, canvas_width, top, left, fill) places the crop at (top, left) on a canvas of the
+    byte `fill` (0-255, every channel), which goes through the same affine (as transformers pads the uint8
+    image before it normalizes); `out` then has the canvas's shape (height, width above: the canvas's).
     A uint8 `out` holds the result rounded (ties to even) and clamped to [0, 255]: with weight 1 and bias 0,
     the resampled bytes themselves in the layout, for an engine that normalizes later (vLLM's
     mm_device_do_normalize)."""
@@ -103,6 +107,7 @@ def resize_affine_out(
             vertical_first,
             list(patches),
             clip,
+            list(pad),
         )
     except RuntimeError as error:
         raise _typed(error) from None
@@ -265,7 +270,7 @@ _RESIZE_OP = "fused_input_norm.resize_affine_out"
 
 @torch.library.register_fake("fused_input_norm::resize_affine_out")
 def _resize_affine_out_fake(
-    out, input, weight, bias, row_plan, col_plan, size, crop, resample, vertical_first, patches, clip=False
+    out, input, weight, bias, row_plan, col_plan, size, crop, resample, vertical_first, patches, clip=False, pad=()
 ) -> None:
     # The checks metadata decides, in the C++ op's order and words (resample.cpp).
     if input.dtype != torch.uint8:
@@ -308,6 +313,7 @@ def _resize_affine_out_fake(
             f"{_RESIZE_OP}: crop (top, left, height, width) = {list(crop)} must lie inside the resampled image of "
             f"size {list(size)}"
         )
+    h, w = _check_pad(pad, h, w)
     if len(patches) == 0:
         if clip:
             raise ValueError(
@@ -326,7 +332,7 @@ def _resize_affine_out_fake(
             raise ValueError(f"{_RESIZE_OP}: patches {list(patches)} overflow the output's row length")
         if h % (p * m) or w % (p * m):
             raise ValueError(
-                f"{_RESIZE_OP}: the cropped image {h}x{w} must be a multiple of patch_size * merge_size = {p * m} on "
+                f"{_RESIZE_OP}: the {'padded canvas' if pad else 'cropped image'} {h}x{w} must be a multiple of patch_size * merge_size = {p * m} on "
                 "both sides"
             )
         if clip and batch % t:
@@ -351,6 +357,30 @@ def _resize_affine_out_fake(
             f"{_RESIZE_OP}: out overlaps an input of the call (input, weight, bias or a plan); pass a separate output "
             "buffer"
         )
+
+
+def _check_pad(pad, crop_h: int, crop_w: int) -> tuple[int, int]:
+    """The canvas's sides (the crop's without padding), after the C++ op's checks of `pad`, in its words."""
+    if len(pad) == 0:
+        return crop_h, crop_w
+    if len(pad) != 5:
+        raise ValueError(
+            f"{_RESIZE_OP}: pad must be empty or (canvas_height, canvas_width, top, left, fill), got {list(pad)}"
+        )
+    canvas_h, canvas_w, top, left, fill = pad
+    if canvas_h < crop_h or canvas_w < crop_w or max(canvas_h, canvas_w) >= MAX_SIDE:
+        raise ValueError(
+            f"{_RESIZE_OP}: pad's canvas {canvas_h}x{canvas_w} must hold the cropped image {crop_h}x{crop_w} and "
+            "have sides below 2^24"
+        )
+    if top < 0 or left < 0 or top + crop_h > canvas_h or left + crop_w > canvas_w:
+        raise ValueError(
+            f"{_RESIZE_OP}: pad's (top, left) = ({top}, {left}) must put the cropped image {crop_h}x{crop_w} inside "
+            f"the canvas {canvas_h}x{canvas_w}"
+        )
+    if not 0 <= fill <= 255:
+        raise ValueError(f"{_RESIZE_OP}: pad's fill must be a byte in [0, 255], got {fill}")
+    return canvas_h, canvas_w
 
 
 # Autograd. Engines run under torch.inference_mode, which skips these kernels; anyone differentiating

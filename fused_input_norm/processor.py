@@ -26,7 +26,8 @@ ProcessorSettings = configs.ProcessorSettings
 
 
 class FusedImageProcessor:
-    """A Hugging Face image processor (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, CLIP, SigLIP) on the device.
+    """A Hugging Face image processor (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, GLM-4.1V / GLM-4.5V, CLIP, SigLIP,
+    Gemma 3) on the device.
 
     Build it with `from_preprocessor_config`; call it on images to get what the processor returns.
     """
@@ -102,8 +103,10 @@ class FusedImageProcessor:
         for arrays and tensors, the Pil backend's rounding (reference "pil") or the torchvision backend's
         float32 blend (reference "torchvision").
 
-        Returns what the family's processor returns: Qwen-VL {"pixel_values": [patches, C * T * P * P],
-        "image_grid_thw": int64 [n, 3] on the CPU}; CLIP / SigLIP {"pixel_values": [n, C, h, w]}; pixel_values in `visual_dtype` on the processor's device.
+        Returns what the family's processor returns: Qwen-VL and GLM-4V {"pixel_values": [patches, C * T * P * P],
+        "image_grid_thw": int64 [n, 3] on the CPU}; CLIP / SigLIP {"pixel_values": [n, C, h, w]}; Gemma 3
+        {"pixel_values": [n + crops, C, h, w], "num_crops": int64 [n] on the CPU}; pixel_values in
+        `visual_dtype` on the processor's device.
         `visual_dtype=torch.uint8`: the resized bytes in that layout, without rescale and normalize (what
         transformers returns with do_rescale=False, do_normalize=False; vLLM normalizes them on the GPU).
         Every image is checked and every size decided before the first kernel runs.

@@ -235,9 +235,11 @@ def resize_into(
     plans: PlanCache,
     patches: Sequence[int] = (),
     clip: bool = False,
+    pad: Sequence[int] = (),
 ) -> None:
     """Writes the resized, cropped, normalized `images` ([B, C, H, W] uint8, any strides) into `out`; with
-    `clip`, the images are frames and each temporal_patch_size consecutive ones make one temporal patch. An
+    `clip`, the images are frames and each temporal_patch_size consecutive ones make one temporal patch; `pad`
+    (canvas_height, canvas_width, top, left, fill) places the crop on a canvas of the fill byte. An
     image already at `size` goes through the same op (its crop copied, then normalized and laid out in one
     pass)."""
     in_h, in_w = images.shape[-2:]
@@ -246,4 +248,6 @@ def resize_into(
     row_plan = plans.get(in_h, out_h, resample, reference, device)
     col_plan = plans.get(in_w, out_w, resample, reference, device)
     first = vertical_first(pil_rule(reference), in_h, in_w, out_h, out_w)
-    ops.resize_affine_out(out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches, clip)
+    ops.resize_affine_out(
+        out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches, clip, pad
+    )

@@ -1,8 +1,10 @@
-"""FusedVideoProcessor: transformers' Qwen2-VL / Qwen2.5-VL / Qwen3-VL video processors, from a model's config.
+"""FusedVideoProcessor: transformers' Qwen2-VL / Qwen2.5-VL / Qwen3-VL and GLM-4.1V / GLM-4.5V video processors,
+from a model's config.
 
-What `Qwen2VLVideoProcessor` and `Qwen3VLVideoProcessor` do (their torchvision backend, the only one they
-have): optional frame sampling (fps or num_frames, with the clip's metadata), the per-clip size
-(`smart_resize`; Qwen3-VL's bounds the whole clip's pixels), the bicubic antialiased resize of the uint8
+What `Qwen2VLVideoProcessor`, `Qwen3VLVideoProcessor` and `Glm4vVideoProcessor` do (their torchvision
+backend, the only one they have): optional frame sampling (fps or num_frames, with the clip's metadata;
+GLM-4V's by fps alone, over at most max_duration seconds, to an even count), the per-clip size
+(`smart_resize`; Qwen3-VL's and GLM-4V's bound the whole clip's pixels), the bicubic antialiased resize of the uint8
 frames, rescale + normalize, the last frame repeated to a multiple of temporal_patch_size, and the patch-row
 layout `pixel_values_videos [N, C * T * P * P]` with `video_grid_thw`. Here each clip is resized, paired
 and patchified by the fused resize op in clip mode (each frame resampled once, bit for bit torchvision's
@@ -60,7 +62,15 @@ _COMMON_KEYS = {
     "cap_pixels_per_frame",
     "max_video_tokens",
 }
-CALL_KEYS = {"qwen2_vl": _COMMON_KEYS | {"min_pixels", "max_pixels"}, "qwen3_vl": _COMMON_KEYS}
+# GLM-4V's call takes max_duration and max_image_size too, and changes nothing with them: its sampling reads
+# the instance's max_duration, and no step reads max_image_size. Nor does any read min_frames, max_frames,
+# cap_pixels_per_frame or max_video_tokens: it does not take them.
+_GLM_IGNORED = {"max_duration", "max_image_size"}
+CALL_KEYS = {
+    "qwen2_vl": _COMMON_KEYS | {"min_pixels", "max_pixels"},
+    "qwen3_vl": _COMMON_KEYS,
+    "glm4v": _COMMON_KEYS - {"min_frames", "max_frames", "cap_pixels_per_frame", "max_video_tokens"} | _GLM_IGNORED,
+}
 # Keys whose explicit None in a call means None (transformers keeps a passed None; a config's null is the default).
 _NONE_KEYS = ("fps", "num_frames", "cap_pixels_per_frame")
 
@@ -76,7 +86,7 @@ class _Clip:
 
 
 class FusedVideoProcessor:
-    """A Qwen2-VL / Qwen2.5-VL / Qwen3-VL video processor on the device.
+    """A Qwen2-VL / Qwen2.5-VL / Qwen3-VL or GLM-4.1V / GLM-4.5V video processor on the device.
 
     Build it with `from_preprocessor_config`; call it on videos to get what transformers' video processor
     returns.
@@ -114,7 +124,8 @@ class FusedVideoProcessor:
         """Reads a model's video processor config: a model directory (processor_config.json's nested
         "video_processor", else video_preprocessor_config.json, else preprocessor_config.json, as
         transformers' AutoVideoProcessor reads them), a JSON file or a dict. `video_processor_type`
-        Qwen2VLVideoProcessor or Qwen3VLVideoProcessor (or their Fast spellings; else `processor_class`);
+        Qwen2VLVideoProcessor, Qwen3VLVideoProcessor or Glm4vVideoProcessor (or their Fast spellings; else
+        `processor_class`);
         missing keys take the class's defaults.
 
         `device`: where the videos are processed (default: CUDA if available, else the CPU).
@@ -225,7 +236,8 @@ class FusedVideoProcessor:
             merged.pop("min_pixels", None)
             merged.pop("max_pixels", None)
             merged["size"] = overrides.get("size") or dict(self.settings.size)
-        merged.update({k: v for k, v in overrides.items() if k != "size" and v is not None})
+        ignored = _GLM_IGNORED if kind == "glm4v" else set()
+        merged.update({k: v for k, v in overrides.items() if k != "size" and k not in ignored and v is not None})
         settings = configs.resolve_video(merged, _WHERE)
         nones = {k: None if k != "cap_pixels_per_frame" else False for k in _NONE_KEYS if k in overrides}
         nones = {k: v for k, v in nones.items() if overrides[k] is None}
@@ -251,7 +263,8 @@ class FusedVideoProcessor:
             frames = clip_frames(item, name, settings.do_convert_rgb, self.norm.channel)
             if settings.do_sample_frames:
                 total, fps = total_and_fps(metas[i], frames.shape[0], name)
-                indices = self._sample(total, fps, settings, name)
+                duration = metas[i].get("duration") if metas[i] is not None else None
+                indices = self._sample(total, fps, settings, name, duration)
                 _check_indices(indices, frames.shape[0], name)
             else:
                 indices = list(range(frames.shape[0]))
@@ -263,7 +276,7 @@ class FusedVideoProcessor:
         decoded."""
         video = EncodedVideo(item, name, self._decode_device)
         if settings.do_sample_frames:  # from the stream's own count: in range (decoded arrays' metadata may not be)
-            indices = self._sample(video.total, video.fps, settings, name)
+            indices = self._sample(video.total, video.fps, settings, name, video.duration)
         else:
             indices = list(range(video.total))
         frames = clip_frames(video.frames(indices), name, settings.do_convert_rgb, self.norm.channel)
@@ -275,8 +288,22 @@ class FusedVideoProcessor:
         grid = (-(-len(indices) // temporal), size[0] // settings.patch_size, size[1] // settings.patch_size)
         return _Clip(frames, indices, size, grid)
 
-    def _sample(self, total: int, video_fps: float | None, s: VideoSettings, name: str) -> list[int]:
-        """The frame indices transformers' sample_frames picks (Qwen2VLVideoProcessor's or Qwen3VL's)."""
+    def _sample(
+        self, total: int, video_fps: float | None, s: VideoSettings, name: str, duration: float | None = None
+    ) -> list[int]:
+        """The frame indices transformers' sample_frames picks (Qwen2VLVideoProcessor's, Qwen3VL's or
+        Glm4v's). `duration`: the video's metadata's, in seconds (GLM-4V's sampling reads it)."""
+        if s.kind == "glm4v":
+            # Glm4vVideoProcessor.sample_frames: fps alone (num_frames is not read), its config's fps where the
+            # call's is None, and its config's max_duration (self.*), whatever the call says.
+            fps = s.fps if s.fps is not None else self.settings.fps
+            if video_fps is None or fps is None:
+                raise ValueError(
+                    f"{_WHERE}: {name}: GLM-4V samples frames per second from the video's fps: pass video_metadata "
+                    f"(total_num_frames and fps per video), or do_sample_frames=False"
+                    + ("" if fps is not None else "; and the config's fps is null")
+                )
+            return glm4v_frame_indices(total, video_fps, duration, fps, self.settings.max_duration)
         if s.fps is not None and s.num_frames is not None:
             raise ValueError(
                 f"{_WHERE}: {name}: `num_frames` and `fps` are mutually exclusive arguments, please use only one "
@@ -337,7 +364,7 @@ class FusedVideoProcessor:
             return height, width
         low, high = s.size["shortest_edge"], s.size["longest_edge"]
         try:
-            if s.kind == "qwen3_vl":
+            if s.kind in ("qwen3_vl", "glm4v"):  # GLM-4V: no cap_pixels_per_frame (always off)
                 if s.cap_pixels_per_frame:
                     frame_cap = s.max_video_tokens * factor * factor
                     high = max(min(frame_cap, high // frames), int(low * 1.05)) * frames
@@ -348,6 +375,33 @@ class FusedVideoProcessor:
             return smart_resize(height, width, factor, low, high)
         except ValueError as error:  # the aspect ratio (over MAX_ASPECT_RATIO), or too few frames for Qwen3-VL
             raise ValueError(f"{_WHERE}: {name} of {frames} frames of {height}x{width}: {error}") from None
+
+
+def glm4v_frame_indices(
+    total: int, video_fps: float, duration: float | None, fps: float, max_duration: int
+) -> list[int]:
+    """transformers' Glm4vVideoProcessor.sample_frames: `fps` frames per second of the video's duration (its
+    metadata's, else from its frame count), each index rounded up; a video longer than max_duration seconds
+    gets max_duration * fps frames spread over it (all of them if it has no more); repeats dropped, and the
+    last index repeated to an even count. The float expressions are transformers', to round where its do."""
+    last = total - 1
+    duration = duration or round(last / video_fps) + 1
+    if duration <= max_duration:
+        count = max(math.floor(duration * fps), 1)
+        indices = [min(last, math.ceil(i * video_fps / fps)) for i in range(count)]
+    else:
+        count = int(max_duration * fps)
+        if count >= total:
+            indices = list(range(total))
+        else:
+            import numpy as np
+
+            seconds = np.linspace(0, duration, count, endpoint=True)
+            indices = [min(last, math.ceil(t * video_fps)) for t in seconds]
+    indices = list(dict.fromkeys(indices))  # in order, each once
+    if len(indices) % 2:
+        indices.append(indices[-1])
+    return indices
 
 
 def _norm(settings: VideoSettings, device: torch.device) -> FusedInputNorm:

@@ -212,6 +212,7 @@ class EncodedVideo:
             raise ValueError(f"{WHERE}: {name} could not be decoded as a video: {error}") from None
         metadata = self._decoder.metadata
         self.total, self.fps = metadata.num_frames, metadata.average_fps
+        self.duration = metadata.duration_seconds  # what transformers' VideoMetadata.duration holds
         if not self.total:
             raise ValueError(f"{WHERE}: {name} has no video frame (its stream: {metadata.codec})")
 

@@ -36,8 +36,9 @@ def emulator(tmp_path_factory):
     return binary
 
 
-def emulate(emulator, tmp_path, image_hwc, size, resample, reference, crop=None, patches=(0, 0, 0), threads=37):
-    """The emulated kernels' output for an HWC uint8 image: [C, h, w] float32, or patch rows."""
+def emulate(emulator, tmp_path, image_hwc, size, resample, reference, crop=None, patches=(0, 0, 0), threads=37, pad=()):
+    """The emulated kernels' output for an HWC uint8 image: [C, h, w] float32 (the canvas's sides with `pad`
+    = (canvas_h, canvas_w, top, left, fill)), or patch rows."""
     height, width, channels = image_hwc.shape
     crop = crop or (0, 0, *size)
     rule = pil_rule(reference)
@@ -45,12 +46,12 @@ def emulate(emulator, tmp_path, image_hwc, size, resample, reference, crop=None,
     image_file, out_file = tmp_path / "in.bin", tmp_path / "out.bin"
     image_file.write_bytes(np.ascontiguousarray(image_hwc).tobytes())
     args = [channels, height, width, 1, *size, FILTERS[resample], int(reference == "torchvision"), int(first)]
-    args += [*crop, *patches, threads]
+    args += [*crop, *patches, threads, *pad]
     subprocess.run([str(emulator), str(image_file), *map(str, args), str(out_file)], check=True, timeout=120)
     values = np.fromfile(out_file, dtype=np.float32)
     if patches[1]:
         return values.reshape(-1, channels * patches[0] * patches[1] ** 2)
-    return values.reshape(channels, crop[2], crop[3])
+    return values.reshape(channels, *(pad[:2] if pad else crop[2:]))
 
 
 def pillow(image_hwc, size, resample):
@@ -108,3 +109,43 @@ def test_emulated_crop_and_patch_rows(emulator, tmp_path):
     gh, gw = size[0] // (patch * merge), size[1] // (patch * merge)
     expected = frames.reshape(1, temporal, 3, gh, merge, patch, gw, merge, patch).permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
     assert (rows == expected.reshape(rows.shape).numpy()).all()
+
+
+def padded(pixels: np.ndarray, pad) -> np.ndarray:
+    """numpy's pad of a [C, h, w] image to pad's canvas with its fill."""
+    canvas_h, canvas_w, top, left, fill = pad
+    _, h, w = pixels.shape
+    return np.pad(pixels, ((0, 0), (top, canvas_h - h - top), (left, canvas_w - w - left)), constant_values=fill)
+
+
+@pytest.mark.parametrize("resample", ["bicubic", "bilinear"])
+def test_emulated_padding_is_the_padded_reference(emulator, tmp_path, resample):
+    """ResampledSource's fill outside the crop's box (both index widths, an emulated grid), against Pillow's and
+    torchvision's resize padded by numpy: every side and none, fill 0 and 255, crop and pad together, each pass
+    shape, planar, Qwen2-VL patch rows and tiles."""
+    image = PHOTOS["coffee"][:123, :171]
+    cases = [  # size, crop, pad, patches
+        ((224, 224), (0, 0, 224, 224), (230, 240, 3, 9, 0), (0, 0, 0)),
+        ((97, 160), (5, 7, 80, 150), (96, 150, 16, 0, 255), (0, 0, 0)),
+        ((123, 90), (0, 0, 123, 90), (123, 100, 0, 10, 0), (0, 0, 0)),  # width only
+        ((60, 171), (0, 0, 60, 171), (70, 171, 0, 0, 255), (0, 0, 0)),  # height only
+        ((123, 171), (3, 1, 100, 160), (112, 168, 5, 4, 128), (0, 0, 0)),  # no pass
+        ((1, 1), (0, 0, 1, 1), (2, 3, 1, 2, 255), (0, 0, 0)),
+        ((50, 75), (0, 0, 50, 75), (56, 84, 3, 4, 0), (2, 14, 2)),
+        ((50, 75), (0, 0, 50, 75), (84, 84, 30, 6, 255), (1, 14, 1)),
+        ((50, 75), (1, 2, 48, 70), (48, 70, 0, 0, 0), (0, 0, 0)),  # a canvas the size of the crop
+    ]
+    differing = {}
+    for size, crop, pad, patches in cases:
+        top, left, h, w = crop
+        for reference, resize in (("pil", pillow), ("torchvision", torchvision)):
+            expected = padded(resize(image, size, resample)[:, top : top + h, left : left + w], pad)
+            if patches[1]:
+                t, p, m = patches
+                frames = torch.from_numpy(expected).unsqueeze(0).expand(t, -1, -1, -1)
+                gh, gw = pad[0] // (p * m), pad[1] // (p * m)
+                rows = frames.reshape(1, t, 3, gh, m, p, gw, m, p).permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
+                expected = rows.reshape(-1, 3 * t * p * p).numpy()
+            got = emulate(emulator, tmp_path, image, size, resample, reference, crop, patches, threads=29, pad=pad)
+            differing[(reference, size, pad)] = int((got != expected).sum())
+    assert not any(differing.values()), {k: v for k, v in differing.items() if v}

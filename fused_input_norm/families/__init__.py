@@ -4,10 +4,12 @@ plugin all read."""
 
 from types import ModuleType
 
-from . import clip, internvl_chat, qwen2_vl, siglip
+from . import clip, gemma3, glm4v, internvl_chat, qwen2_vl, siglip
 from .base import Job, Plan
 
-FAMILIES: dict[str, ModuleType] = {module.KIND: module for module in (qwen2_vl, clip, siglip, internvl_chat)}
+FAMILIES: dict[str, ModuleType] = {
+    module.KIND: module for module in (qwen2_vl, clip, siglip, glm4v, gemma3, internvl_chat)
+}
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that
 # name only that.
 TYPES = {name: module.KIND for module in FAMILIES.values() for name in module.TYPES}

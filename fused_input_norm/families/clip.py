@@ -55,14 +55,16 @@ def resize_size(size: object, default: Mapping, where: str) -> dict:
     raise ValueError(f"{where}: size must be {{'shortest_edge'}} or {{'height', 'width'}}, got {size!r}")
 
 
-def crop_size(value: object, where: str) -> tuple[int, int]:
+def crop_size(value: object, where: str, name: str = "crop_size") -> tuple[int, int]:
+    """(height, width) from an int (a square), a pair or {"height", "width"}, as get_size_dict reads a
+    crop_size (and a size where default_to_square holds: Gemma 3's)."""
     if is_int(value):
         value = {"height": value, "width": value}
     elif isinstance(value, list | tuple) and len(value) == 2:
         value = {"height": value[0], "width": value[1]}
     if not isinstance(value, Mapping) or set(value) != {"height", "width"}:
-        raise ValueError(f"{where}: crop_size must be an int or {{'height', 'width'}}, got {value!r}")
-    return tuple(side(where, f"crop_size[{k!r}]", value[k]) for k in ("height", "width"))
+        raise ValueError(f"{where}: {name} must be an int or {{'height', 'width'}}, got {value!r}")
+    return tuple(side(where, f"{name}[{k!r}]", value[k]) for k in ("height", "width"))
 
 
 def plan(s, shapes: list, where: str) -> Plan:

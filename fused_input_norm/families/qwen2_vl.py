@@ -63,8 +63,19 @@ def patch_sizes(where: str, get, keys: tuple[str, ...] = KEYS) -> dict:
 
 
 def plan(s, shapes: list, where: str) -> Plan:
-    """Each image's patch rows, one after another; image_grid_thw (int64, on the CPU) says how many."""
-    sizes = [_size(s, image_name(i, len(shapes)), h, w, where) for i, (h, w) in enumerate(shapes)]
+    return patch_rows(s, shapes, where, _smart_size)
+
+
+def patch_rows(s, shapes: list, where: str, smart_size) -> Plan:
+    """Each image's patch rows, one after another; image_grid_thw (int64, on the CPU) says how many.
+    `smart_size(s, name, height, width, where)`: the family's resized size (with do_resize)."""
+    count = len(shapes)
+    sizes = [
+        smart_size(s, image_name(i, count), h, w, where)
+        if s.do_resize
+        else _unresized(s, image_name(i, count), h, w, where)
+        for i, (h, w) in enumerate(shapes)
+    ]
     grids = [(1, *patch_grid(*size, s.patch_size)) for size in sizes]
     patches = (s.temporal_patch_size, s.patch_size, s.merge_size)
     jobs, start = [], 0
@@ -76,18 +87,21 @@ def plan(s, shapes: list, where: str) -> Plan:
     return Plan((start, row), jobs, {"image_grid_thw": grid_thw})
 
 
-def _size(s, name: str, height: int, width: int, where: str) -> tuple[int, int]:
+def _unresized(s, name: str, height: int, width: int, where: str) -> tuple[int, int]:
     factor = s.patch_size * s.merge_size
-    if not s.do_resize:
-        if height % factor or width % factor:
-            raise ValueError(
-                f"{where}: {name} is {height}x{width}; without do_resize, H and W must be multiples of "
-                f"patch_size * merge_size = {factor}"
-            )
-        return height, width
+    if height % factor or width % factor:
+        raise ValueError(
+            f"{where}: {name} is {height}x{width}; without do_resize, H and W must be multiples of "
+            f"patch_size * merge_size = {factor}"
+        )
+    return height, width
+
+
+def _smart_size(s, name: str, height: int, width: int, where: str) -> tuple[int, int]:
     if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
         raise ValueError(
             f"{where}: {name} of size {height}x{width} has an aspect ratio over {MAX_ASPECT_RATIO}, which "
             f"Qwen-VL's smart_resize refuses"
         )
+    factor = s.patch_size * s.merge_size
     return smart_resize(height, width, factor, s.size["shortest_edge"], s.size["longest_edge"])

@@ -4,8 +4,9 @@
 // The plan comes from the same host planner the op uses; weight 1 and bias 0, so the output is the
 // resampled uint8 values as float32 in the output layout. Both index widths run and must agree.
 //   resize_emulation IN C H W HWC OUT_H OUT_W FILTER REFERENCE VERTICAL_FIRST TOP LEFT CROP_H CROP_W T P M
-//                    THREADS OUT
-// FILTER: 0 bilinear, 1 bicubic; REFERENCE: 0 pil, 1 torchvision; P = 0: planar output [C, CROP_H, CROP_W].
+//                    THREADS [CANVAS_H CANVAS_W PAD_TOP PAD_LEFT FILL] OUT
+// FILTER: 0 bilinear, 1 bicubic; REFERENCE: 0 pil, 1 torchvision; P = 0: planar output [C, h, w] (h, w: the
+// canvas's with the five padding arguments, the crop's without; the padding is the fill byte).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,9 +37,7 @@ std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_
     src = workspace.data();
     strides = {plan.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
   }
-  const fin::ResampledSource<index_t> source{
-      fin::last_pass(plan, src, strides), fin::make_divider(static_cast<index_t>(plan.crop_w)),
-      fin::make_divider(static_cast<index_t>(plan.crop_h)), fin::make_divider(static_cast<index_t>(plan.channels))};
+  const auto source = fin::resampled_source<index_t>(plan, fin::last_pass(plan, src, strides));
   const auto calc = fin::make_offset_calculator<index_t>(plan.layout);
   const std::vector<float> weight(static_cast<size_t>(plan.channels), 1.0f), bias(weight.size(), 0.0f);
   std::vector<float> out(static_cast<size_t>(plan.numel), -1.0f);
@@ -52,12 +51,12 @@ std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 20) {
+  if (argc != 20 && argc != 25) {
     std::fprintf(stderr, "usage: see the comment at the top of resize_emulation.cpp\n");
     return 2;
   }
-  int64_t a[17];
-  for (int i = 0; i < 17; ++i) a[i] = std::atoll(argv[2 + i]);
+  int64_t a[22] = {};
+  for (int i = 0; i < argc - 3; ++i) a[i] = std::atoll(argv[2 + i]);
   const int64_t C = a[0], H = a[1], W = a[2];
   const bool hwc = a[3] != 0;
   std::vector<uint8_t> image(static_cast<size_t>(C * H * W));
@@ -83,6 +82,13 @@ int main(int argc, char** argv) {
   plan.patch = a[14];
   plan.merge = a[15];
   const int64_t threads = a[16];
+  if (argc == 25) {  // otherwise canvas_h stays 0: the canvas is the crop (finish_resize_plan)
+    plan.canvas_h = a[17];
+    plan.canvas_w = a[18];
+    plan.pad_top = a[19];
+    plan.pad_left = a[20];
+    plan.fill = a[21];
+  }
   plan.strides = hwc ? std::array<int64_t, 4>{H * W * C, 1, W * C, C} : std::array<int64_t, 4>{C * H * W, H * W, W, 1};
   std::vector<int32_t> rows, cols;
   if (plan.out_h != H) rows = fin::make_resample_plan(H, plan.out_h, plan.filter, reference);
@@ -97,7 +103,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "32-bit and 64-bit indexing disagree\n");
     return 4;
   }
-  FILE* out = std::fopen(argv[19], "wb");
+  FILE* out = std::fopen(argv[argc - 1], "wb");
   if (!out || std::fwrite(narrow.data(), sizeof(float), narrow.size(), out) != narrow.size()) return 5;
   std::fclose(out);
   return 0;

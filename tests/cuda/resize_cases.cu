@@ -140,13 +140,11 @@ std::string launch_last(const DevicePlan& d, const uint8_t* in, out_t* out, Inde
     strides = {p.channels * rows * cols, rows * cols, cols, 1};
   }
   const fin::ResamplePass last = fin::last_pass(p, src, strides);
-  const int64_t resampled = p.batch * p.channels * p.crop_h * p.crop_w;
+  const int64_t resampled = p.batch * p.channels * p.canvas_h * p.canvas_w;
   const bool wide = index == Index::k64 || p.numel > INT32_MAX || resampled > INT32_MAX;
   const auto go = [&](auto tag) {
     using index_t = decltype(tag);
-    const fin::ResampledSource<index_t> source{last, fin::make_divider(static_cast<index_t>(p.crop_w)),
-                                               fin::make_divider(static_cast<index_t>(p.crop_h)),
-                                               fin::make_divider(static_cast<index_t>(p.channels))};
+    const auto source = fin::resampled_source<index_t>(p, last);
     fin::launch<fin::affine_strided_source_kernel<fin::ResampledSource<index_t>, out_t, index_t>>(
         p.numel / fin::kStridedRun + 1, device, nullptr, source, out, d.w.as<float>(), d.b.as<float>(),
         static_cast<index_t>(p.numel), fin::make_offset_calculator<index_t>(p.layout));

@@ -1,0 +1,47 @@
+"""GLM-4.1V's image processor (also GLM-4.5V's): Qwen2-VL's patch rows and image_grid_thw, with its own
+smart_resize: the pixel budget counts the image as temporal_patch_size frames (a still image is one temporal
+patch), and an image thinner than patch_size * merge_size is scaled up to it first."""
+
+from collections.abc import Mapping
+
+from ..geometry import smart_resize_clip
+from . import qwen2_vl
+from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Plan
+
+KIND = "glm4v"
+TYPES = ("Glm4vImageProcessor",)
+PROCESSOR_CLASSES = ("Glm4vProcessor",)  # GLM-4.1V's and GLM-4.5V's (Glm4vMoe) processor
+KEYS = qwen2_vl.KEYS
+PIL_BYTES_AS_FLOAT = True  # its Pil backend's patch rows are float32, the resized bytes (rescale, normalize off) too
+DEFAULTS = {
+    **COMMON_DEFAULTS,
+    "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 15000},
+    "image_mean": CLIP_MEAN,
+    "image_std": CLIP_STD,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+}
+
+
+def settings(config: Mapping, get, where: str) -> dict:
+    # Unlike Qwen2-VL's, its __init__ has no min_pixels / max_pixels aliases of size: size alone counts.
+    return {
+        "size": qwen2_vl.pixel_bounds(config.get("size"), DEFAULTS["size"], None, where),
+        **qwen2_vl.patch_sizes(where, get),
+    }
+
+
+def plan(s, shapes: list, where: str) -> Plan:
+    return qwen2_vl.patch_rows(s, shapes, where, smart_size)
+
+
+def smart_size(s, name: str, height: int, width: int, where: str) -> tuple[int, int]:
+    """transformers' GLM-4V smart_resize, as its image processor calls it: one temporal patch of frames.
+    It is Qwen3-VL's video smart_resize line for line (smart_resize_clip)."""
+    t = s.temporal_patch_size
+    factor = s.patch_size * s.merge_size
+    try:
+        return smart_resize_clip(t, height, width, t, factor, s.size["shortest_edge"], s.size["longest_edge"])
+    except ValueError as e:  # the aspect ratio, measured after a thin image is scaled up to `factor`
+        raise ValueError(f"{where}: {name} of size {height}x{width}: {e} (GLM-4V's smart_resize refuses it)") from None
