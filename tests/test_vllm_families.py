@@ -17,6 +17,7 @@ mm_kwargs (uint8 and integer ones exactly, float32 within 1e-6); the plugin's si
 FusedHFImageProcessor and say so in its log line.
 """
 
+import functools
 import importlib.util
 import json
 import os
@@ -33,8 +34,8 @@ pytestmark = pytest.mark.skipif(
     not HAS_VLLM, reason="needs vllm: `bash scripts/test_vllm.sh` installs vllm 0.34.0 in .venv-vllm and runs this file"
 )
 
-# model -> (architecture, the image placeholder of its prompts, the device-normalize settings it runs, the
-# image processor it holds)
+# model -> (architecture, the image placeholder of its prompts, the device-normalize settings it runs (both
+# where vLLM's model supports it: uint8 rows, then float32), the image processor it holds)
 MODELS = {
     "llava": ("LlavaForConditionalGeneration", "<image>", (None,), "CLIPImageProcessor"),
     "paligemma": ("PaliGemmaForConditionalGeneration", "<image>", (None,), "SiglipImageProcessor"),
@@ -45,12 +46,16 @@ MODELS = {
         "Qwen2VLImageProcessor",
     ),
     "internvl_chat": ("InternVLChatModel", "<image>", (None,), "InternVLChatImageProcessor"),
-    "gemma3": ("Gemma3ForConditionalGeneration", "<start_of_image>", (None,), "Gemma3ImageProcessor"),
+    # The same with a video token in its vocabulary (a Qwen2 text model's): vLLM builds its video processor
+    # too, and then refuses per-request min/max_dynamic_patch (it passes them to the video processor's
+    # constructor), so the videos have a directory of their own.
+    "internvl_chat_video": ("InternVLChatModel", "<image>", (None,), "InternVLChatImageProcessor"),
+    "gemma3": ("Gemma3ForConditionalGeneration", "<start_of_image>", (True, False), "Gemma3ImageProcessor"),
     "internvl": ("InternVLForConditionalGeneration", "<IMG_CONTEXT>", (None,), "GotOcr2ImageProcessor"),
     "glm4v": (
         "Glm4vForConditionalGeneration",
         "<|begin_of_image|><|image|><|end_of_image|>",
-        (None,),
+        (True, False),
         "Glm4vImageProcessor",
     ),
     "llava_onevision": ("LlavaOnevisionForConditionalGeneration", "<image>", (None,), "LlavaOnevisionImageProcessor"),
@@ -211,11 +216,13 @@ class InternVLChatConfig(PretrainedConfig):
 """
 
 
-def write_internvl_chat(path: str) -> None:
+def write_internvl_chat(path: str, video: bool = False) -> None:
     """A remote-code InternVL3 checkpoint's layout (InternVLChatModel, a Qwen2 text model, 448 tiles of patch
     14 at downsample 0.5: 256 tokens a tile; 1 to 12 tiles and a thumbnail), its config class written here."""
     os.makedirs(path, exist_ok=True)
     special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<image>"]
+    if video:  # a Qwen2 text model's video token: vLLM then takes videos too
+        special += ["<video>", "<|video_pad|>"]
     tokenizer(path, special, "<|im_start|>", "<|im_end|>")
     with open(os.path.join(path, "configuration_internvl_chat.py"), "w") as f:
         f.write(INTERNVL_CONFIG_CODE)
@@ -362,6 +369,7 @@ WRITERS = {
     "paligemma": write_paligemma,
     "qwen3_vl_moe": write_qwen3_vl_moe,
     "internvl_chat": write_internvl_chat,
+    "internvl_chat_video": functools.partial(write_internvl_chat, video=True),
     "gemma3": write_gemma3,
     "internvl": write_internvl,
     "glm4v": write_glm4v,
@@ -404,6 +412,8 @@ def requests(image: str):
 
 
 def request_names(model: str) -> list[str]:
+    if model in VIDEO_MODELS:
+        return []
     names = [f"{h}x{w}" for h, w in SIZES] + ["gray", "rgba", "batch"]
     names += [f"{model}-kwargs{i}" for i in range(len(REQUEST_KWARGS.get(model, [])))]
     if model == "internvl_chat":  # vLLM's processor takes no resample
@@ -434,7 +444,7 @@ def worker(root: str, out_path: str) -> None:
                 dtype="float32",
                 mm_device_do_normalize=device_normalize,
                 seed=0,
-                trust_remote_code=model == "internvl_chat",
+                trust_remote_code=model.startswith("internvl_chat"),
             )
             processor = MULTIMODAL_REGISTRY.create_processor(config)
             image_processor = processor.info.get_hf_processor().image_processor
@@ -442,20 +452,50 @@ def worker(root: str, out_path: str) -> None:
             results[key + "-class"] = f"{type(image_processor).__module__}.{type(image_processor).__name__}"
             # vLLM's own InternVL processor is served in its class (vllm_internvl), not replaced.
             results[key + "-served"] = hasattr(type(image_processor).__call__, "fused_input_norm_wrapped")
+            if model in VIDEO_MODELS:
+                for name, prompt, videos in video_requests(VIDEO_MODELS[model]):
+                    out = processor(prompt, processor.info.parse_mm_data({"video": videos}), hf_processor_mm_kwargs={})
+                    results[f"{key}-{name}"] = outputs(out, "video")
             for name, prompt, images, kwargs in requests(image):
                 if name not in request_names(model):
                     continue
                 out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
-                items = out["mm_kwargs"]["image"]
-                results[f"{key}-{name}"] = {
-                    "prompt_token_ids": list(out["prompt_token_ids"]),
-                    "mm_placeholders": [(p.offset, p.length) for p in out["mm_placeholders"]["image"]],
-                    "mm_hashes": list(out["mm_hashes"]["image"]),
-                    "tensors": [
-                        {k: v.data for k, v in item.items() if isinstance(v.data, torch.Tensor)} for item in items
-                    ],
-                }
+                results[f"{key}-{name}"] = outputs(out, "image")
     torch.save(results, out_path)
+
+
+def outputs(out, modality: str) -> dict:
+    """What apply() returned that is compared: tokens, placeholders, hashes, every tensor of every item."""
+    import torch
+
+    return {
+        "prompt_token_ids": list(out["prompt_token_ids"]),
+        "mm_placeholders": [(p.offset, p.length) for p in out["mm_placeholders"][modality]],
+        "mm_hashes": list(out["mm_hashes"][modality]),
+        "tensors": [
+            {k: v.data for k, v in item.items() if isinstance(v.data, torch.Tensor)}
+            for item in out["mm_kwargs"][modality]
+        ],
+    }
+
+
+# Models whose videos are compared too (vLLM's InternVL video processor: each frame one tile), and their prompt's
+# video placeholder.
+VIDEO_MODELS = {"internvl_chat_video": "<video>"}
+VIDEO_NAMES = ["video-9x180x320", "videos-2"]
+
+
+def video_requests(placeholder: str):
+    """(name, prompt, videos): uint8 [frames, H, W, 3] clips as vLLM's loader hands them; two in one prompt."""
+    import numpy as np
+
+    def clip(frames: int, height: int, width: int, seed: int):
+        return np.stack([photo(height, width, seed + t) for t in range(frames)])
+
+    return [
+        (VIDEO_NAMES[0], f"{placeholder} describe", [clip(9, 180, 320, 40)]),
+        (VIDEO_NAMES[1], f"{placeholder} and {placeholder} compare", [clip(4, 240, 200, 50), clip(6, 720, 1280, 60)]),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -517,13 +557,13 @@ def test_same_outputs_plugin_on_and_off(request, model, path):
     skip_missing(model)
     on, off = request.getfixturevalue("sides")
     key = f"{model}-{path}"
-    if model == "internvl_chat":  # vLLM's own processor, served in its class
+    if model.startswith("internvl_chat"):  # vLLM's own processor, served in its class
         assert on[key + "-served"] and not off[key + "-served"]
         assert on[key + "-class"] == off[key + "-class"] == f"{INTERNVL_MODULE}.InternVLChatImageProcessor"
     else:
         assert on[key + "-class"] == "fused_input_norm.hf_adapter.FusedHFImageProcessor", on[key + "-class"]
         assert off[key + "-class"].startswith("transformers."), off[key + "-class"]
-    for name in request_names(model):
+    for name in request_names(model) + (VIDEO_NAMES if model in VIDEO_MODELS else []):
         got, expected = on[f"{key}-{name}"], off[f"{key}-{name}"]
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
             assert got[field] == expected[field], f"{name}: {field}"
@@ -532,7 +572,7 @@ def test_same_outputs_plugin_on_and_off(request, model, path):
         assert dtypes == {torch.uint8 if path == "uint8" else torch.float32}, (name, dtypes)
 
 
-@pytest.mark.parametrize("model", [m for m in MODELS if m != "internvl_chat"])
+@pytest.mark.parametrize("model", [m for m in MODELS if not m.startswith("internvl_chat")])
 def test_log_says_which_processor_serves_images(request, model):
     """One line per model names the architecture and the processor serving its images; the call the adapter
     does not reproduce (nearest resampling) is logged as transformers'."""
@@ -547,8 +587,11 @@ def test_log_says_which_processor_serves_images(request, model):
 
 def test_log_says_fused_serves_vllm_internvl(sides):
     on, off = sides
-    line = "FusedImageProcessor (reference 'pil') serves vLLM's InternVLChatImageProcessor"
-    assert sum(line in entry for entry in on["log"]) == 1, on["log"]
+    served = [entry for entry in on["log"] if "serves vLLM's InternVLChat" in entry]
+    assert len(served) == 1, on["log"]
+    for name in ("InternVLChatImageProcessor", "InternVLChatVideoProcessor"):
+        assert f"FusedImageProcessor (reference 'pil') serves vLLM's {name}" in served[0], served
+    assert not any("serves this call" in entry and "InternVLChat" in entry for entry in on["log"]), on["log"]
     assert not any("InternVLChatImageProcessor" in entry for entry in off["log"]), off["log"]
 
 
@@ -594,6 +637,70 @@ def test_internvl_served_only_as_vllm_0_34_writes_it(monkeypatch):
     assert "build_transform is not vllm 0.34.0's" in vllm_internvl.moved(changed)
     del changed.build_transform
     assert "build_transform cannot be read" in vllm_internvl.moved(changed)
+
+
+def test_internvl_calls_it_does_not_reproduce_run_vllms_code():
+    """In this process: an RGBA image (vLLM resizes it in RGBA, then converts), a video as a list of frames and a subclass
+    of the processor go to vLLM's own code (its exact output), each logged once; an RGB image is served."""
+    import importlib
+    import logging
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from fused_input_norm import vllm_internvl, vllm_plugin
+
+    module = importlib.import_module(INTERNVL_MODULE)
+    records = []
+    log = logging.getLogger("test_vllm_families.internvl")
+    handler = logging.Handler()
+    handler.emit = records.append
+    loggers = (log, vllm_plugin.logger)  # the plugin's, where vLLM's plugin loading in this process served it
+    levels = [each.level for each in loggers]
+    for each in loggers:
+        each.addHandler(handler)
+        each.setLevel(logging.INFO)
+    try:
+        said = vllm_internvl.serve(log)
+        assert "serves vLLM's InternVLChatImageProcessor" in said, said
+        images = module.InternVLChatImageProcessor(
+            image_size=448, min_dynamic_patch=1, max_dynamic_patch=6, dynamic_image_size=True, use_thumbnail=True
+        )
+        videos = module.InternVLChatVideoProcessor(image_size=448)
+        original = type(images).__call__.fused_input_norm_wrapped
+        rgb = photo(300, 500, 1)
+        rgba = Image.fromarray(np.dstack([rgb, (rgb[..., 0] // 2 + 64).astype(np.uint8)]), "RGBA")
+        for _ in range(2):  # logged once
+            got = images(images=[rgba])  # by name, as vLLM's InternVLChatProcessor calls it
+        assert torch.equal(got["pixel_values_flat"], original(images, [rgba])["pixel_values_flat"])
+
+        class Subclass(module.InternVLChatImageProcessor):
+            pass
+
+        sub = Subclass(
+            image_size=448, min_dynamic_patch=1, max_dynamic_patch=6, dynamic_image_size=True, use_thumbnail=True
+        )
+        got = sub([Image.fromarray(rgb)])
+        assert torch.equal(got["pixel_values_flat"], original(sub, [Image.fromarray(rgb)])["pixel_values_flat"])
+        clip = [rgb, rgb]  # frames in a list, not one array: vLLM's code iterates them alike
+        got = videos([clip])
+        expected = type(videos).__call__.fused_input_norm_wrapped(videos, [clip])
+        assert torch.equal(got["pixel_values_flat_video"], expected["pixel_values_flat_video"])
+        served = images([Image.fromarray(rgb)])  # and an RGB image is FusedImageProcessor's: within 1e-6
+        expected = original(images, [Image.fromarray(rgb)])
+        assert float((served["pixel_values_flat"] - expected["pixel_values_flat"]).abs().max()) <= 1e-6
+    finally:
+        for each, level in zip(loggers, levels, strict=True):
+            each.removeHandler(handler)
+            each.setLevel(level)
+    messages = [r.getMessage() for r in records]
+    assert sum("a RGBA image" in m for m in messages) == 1, messages
+    assert any("Subclass is a subclass of InternVLChatImageProcessor" in m for m in messages), messages
+    assert any("InternVLChatVideoProcessor serves this call: a video that is not a uint8" in m for m in messages), (
+        messages
+    )
+    assert len(messages) == 3, messages
 
 
 if __name__ == "__main__":
