@@ -22,7 +22,7 @@ namespace {
 template <typename index_t>
 void launch_resize(const Tensor& out, const ResizePlan& p, const ResamplePass& last, const float* w, const float* b,
                    int device, cudaStream_t stream) {
-  const ResampledSource<index_t> source = resampled_source<index_t>(p, last);
+  const ResampledSource<index_t> source(p, last);
   const auto calc = make_offset_calculator<index_t>(p.layout);
   FIN_DISPATCH_RESIZE_OUT(out.scalar_type(), [&] {
     (void)sizeof(in_t);

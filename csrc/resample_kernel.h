@@ -241,12 +241,18 @@ FIN_HOST_DEVICE void resample_pass_thread(const ResamplePass& pass, uint8_t* out
 // canvas, and loading one runs the (last) resampling pass for it, or, outside the crop's box in the canvas,
 // is the fill byte (transformers pads the uint8 image before it normalizes: the fill goes through the same
 // affine). Without padding the box is the whole canvas and the test is never true.
+struct ResizePlan;
+
 template <typename index_t>
 struct ResampledSource {
   ResamplePass pass;
   IntDivider<index_t> width, height, channels;  // the canvas's
   index_t top, left, crop_h, crop_w;            // the crop's box in the canvas
   float fill;
+
+  // For the plan's canvas, reading through `last` (last_pass); host only. A constructor, not an aggregate:
+  // a brace list that names only some fields cannot leave the box zero (every element the fill).
+  ResampledSource(const ResizePlan& p, const ResamplePass& last);
 
   FIN_HOST_DEVICE float operator()(index_t offset) const {
     const index_t row = width.div(offset), x = offset - row * width.divisor;
@@ -389,19 +395,17 @@ inline ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std
   return pass;
 }
 
-// The affine walker's source for the plan's canvas, reading through `last` (last_pass).
 template <typename index_t>
-ResampledSource<index_t> resampled_source(const ResizePlan& p, const ResamplePass& last) {
-  return {last,
-          make_divider(static_cast<index_t>(p.canvas_w)),
-          make_divider(static_cast<index_t>(p.canvas_h)),
-          make_divider(static_cast<index_t>(p.channels)),
-          static_cast<index_t>(p.pad_top),
-          static_cast<index_t>(p.pad_left),
-          static_cast<index_t>(p.crop_h),
-          static_cast<index_t>(p.crop_w),
-          static_cast<float>(p.fill)};
-}
+ResampledSource<index_t>::ResampledSource(const ResizePlan& p, const ResamplePass& last)
+    : pass(last),
+      width(make_divider(static_cast<index_t>(p.canvas_w))),
+      height(make_divider(static_cast<index_t>(p.canvas_h))),
+      channels(make_divider(static_cast<index_t>(p.channels))),
+      top(static_cast<index_t>(p.pad_top)),
+      left(static_cast<index_t>(p.pad_left)),
+      crop_h(static_cast<index_t>(p.crop_h)),
+      crop_w(static_cast<index_t>(p.crop_w)),
+      fill(static_cast<float>(p.fill)) {}
 
 #if defined(FIN_GPU_COMPILER)
 template <typename index_t>

@@ -1,11 +1,14 @@
 """Per-request time of vLLM's multimodal processor apply() with the plugin serving images (FusedImageProcessor)
 and with transformers' processor (FUSED_INPUT_NORM_VLLM_PROCESSOR=1 / 0, each in its own process), at 1
-thread, on the Qwen2-VL config, for PIL images as vLLM's media loader gives them (the copy out of the PIL
-image is inside apply). vLLM's own hashing of the image (its processor-cache key) is reported apart.
+thread, for PIL images as vLLM's media loader gives them (the copy out of the PIL image is inside apply).
+vLLM's own hashing of the image (its processor-cache key) is reported apart.
 
-    .venv-vllm/bin/python scripts/bench_vllm.py [--repeats N] [--rounds R]
+    .venv-vllm/bin/python scripts/bench_vllm.py [--models qwen2_vl,glm4v,...] [--repeats N] [--rounds R]
 
-Targets (issue 25): at least 3x at 12 MP (4032x3024) and 2x at 1080p against transformers' processor.
+--models: qwen2_vl (the default; both max_pixels settings) and any model of tests/test_vllm_families.py
+(its tiny model directories: the architectures the plugin serves by their image processor), each with its
+checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+(4032x3024) and 2x at 1080p against transformers' processor.
 """
 
 import argparse
@@ -18,15 +21,17 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from test_vllm_processor import IMAGE, photo, write_model  # the tests' model directory and photos
+from test_vllm_processor import IMAGE, photo, write_model  # the tests' model directories and photos
 
 SIZES = [(1080, 1920), (3024, 4032)]
 MAX_PIXELS = [12845056, 1003520]  # the checkpoint's, and a common serving cap (a per-request kwarg)
 
 
-def vllm_processor(model_dir: str, device_normalize: bool) -> tuple:
+def vllm_processor(
+    model_dir: str, device_normalize: bool | None, placeholder: str = IMAGE, trust_remote_code: bool = False
+) -> tuple:
     """vLLM's multimodal processor for the model, as its API server builds it (general plugins loaded first),
-    at 1 torch thread, and a prompt holding one image."""
+    at 1 torch thread, and a prompt holding one image (`placeholder`)."""
     import torch
     from vllm.config import ModelConfig
     from vllm.multimodal import MULTIMODAL_REGISTRY
@@ -35,23 +40,41 @@ def vllm_processor(model_dir: str, device_normalize: bool) -> tuple:
     torch.set_num_threads(1)
     load_general_plugins()
     config = ModelConfig(
-        model=model_dir, tokenizer=model_dir, dtype="bfloat16", mm_device_do_normalize=device_normalize
+        model=model_dir,
+        tokenizer=model_dir,
+        dtype="bfloat16",
+        mm_device_do_normalize=device_normalize,
+        trust_remote_code=trust_remote_code,
     )
     processor = MULTIMODAL_REGISTRY.create_processor(config)
-    return processor, processor.info.get_tokenizer().encode(IMAGE + " describe")
+    return processor, processor.info.get_tokenizer().encode(placeholder + " describe")
 
 
-def worker(model_dir: str, repeats: int, device_normalize: bool) -> dict:
+def models() -> dict:
+    """name -> (write(model_dir), image placeholder, device-normalize setting, trust_remote_code, per-request
+    kwarg settings): Qwen2-VL with its two max_pixels, and every model of tests/test_vllm_families.py."""
+    import test_vllm_families as families  # imports pytest: only where the bench runs
+
+    table = {"qwen2_vl": (lambda d: write_model(d, "qwen2_vl"), IMAGE, True, False, MAX_PIXELS)}
+    for name, write in families.WRITERS.items():
+        _, placeholder, normalize = families.MODELS[name]
+        table[name] = (write, placeholder, normalize[0], name == "internvl_chat", [None])
+    return table
+
+
+def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
     from PIL import Image
     from vllm.multimodal.processing.context import TimingContext
     from vllm.multimodal.processing.inputs import ProcessorInputs
 
-    processor, prompt = vllm_processor(model_dir, device_normalize)
+    _, placeholder, normalize, remote, settings = models()[model]
+    device_normalize = False if float_path and normalize else normalize
+    processor, prompt = vllm_processor(model_dir, device_normalize, placeholder, remote)
     results = {"class": type(processor.info.get_hf_processor().image_processor).__name__}
     for height, width in SIZES:
         image = Image.fromarray(photo(height, width, 0))
-        for max_pixels in MAX_PIXELS:
-            kwargs = {} if max_pixels == 12845056 else {"max_pixels": max_pixels}
+        for max_pixels in settings:
+            kwargs = {} if max_pixels in (None, 12845056) else {"max_pixels": max_pixels}
             times, hashing = [], []
             for i in range(repeats + 2):
                 inputs = ProcessorInputs(prompt, processor.info.parse_mm_data({"image": [image]}), None, kwargs)
@@ -72,72 +95,88 @@ def worker(model_dir: str, repeats: int, device_normalize: bool) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="qwen2_vl", help="comma-separated; 'all' for every model")
     parser.add_argument("--repeats", type=int, default=5, help="timed requests per size, per process")
     parser.add_argument("--rounds", type=int, default=3, help="on/off process pairs, alternated (drift cancels)")
     parser.add_argument("--float", action="store_true", help="mm_device_do_normalize off (float32 pixel_values)")
-    parser.add_argument("--worker", nargs=2, metavar=("MODEL_DIR", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=3, metavar=("MODEL", "MODEL_DIR", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        with open(args.worker[1], "w") as f:
-            json.dump(worker(args.worker[0], args.repeats, not args.float), f)
+        model, model_dir, out = args.worker
+        with open(out, "w") as f:
+            json.dump(worker(model, model_dir, args.repeats, args.float), f)
         return
+    table = models()
+    names = list(table) if args.models == "all" else args.models.split(",")
+    unknown = sorted(set(names) - set(table))
+    if unknown:
+        parser.error(f"--models: unknown {unknown}; known: {', '.join(table)}")
+    path = "float32" if args.float else "uint8 where vLLM normalizes on the device"
+    print(
+        f"vLLM apply() per request, 1 thread, {path}; median of {args.rounds} x {args.repeats} (on and off "
+        "processes alternated)"
+    )
+    print(
+        "| model | image | max_pixels | transformers ms | fused ms | speed-up | target | vLLM hashing ms (on / off) "
+        "| speed-up without the hashing |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    stages = []
     with tempfile.TemporaryDirectory() as root:
-        model_dir = os.path.join(root, "qwen2_vl")
-        write_model(model_dir, "qwen2_vl")
-        sides = {}
-        for _ in range(args.rounds):
-            for switch in ("1", "0"):
-                out = os.path.join(root, f"{switch}.json")
-                env = {**os.environ, "FUSED_INPUT_NORM_VLLM_PROCESSOR": switch, "OMP_NUM_THREADS": "1"}
-                command = [sys.executable, os.path.abspath(__file__), "--worker", model_dir, out, "--repeats"]
-                command += [str(args.repeats)] + (["--float"] if args.float else [])
-                subprocess.run(
-                    command, env=env, check=True, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-                )
-                with open(out) as f:
-                    result = json.load(f)
-                side = sides.setdefault(switch, result)
-                if side is not result:  # pool this round's times into the first round's
-                    for key, value in result.items():
-                        if key != "class":
-                            side[key]["apply_ms"] += value["apply_ms"]
-                            side[key]["hash_ms"] += value["hash_ms"]
-                            side[key]["stages"] = value["stages"]
+        for name in names:
+            model_dir = os.path.join(root, name)
+            table[name][0](model_dir)
+            on, off = _sides(name, model_dir, root, args)
+            stages.append((name, on, off))
+            for height, width in SIZES:
+                target = 3.0 if height * width > 10e6 else 2.0
+                for max_pixels in table[name][4]:
+                    key = f"{height}x{width}@{max_pixels}"
+                    a, b = off[key], on[key]
+                    ratio = a["apply_ms"] / b["apply_ms"]
+                    # vLLM's own work, the same on both sides, apart (it varies most from run to run).
+                    own = (a["apply_ms"] - a["hash_ms"]) / (b["apply_ms"] - b["hash_ms"])
+                    verdict = "met" if ratio >= target else "NOT met"
+                    print(
+                        f"| {name} | {width}x{height} | {max_pixels or 'checkpoint'} | {a['apply_ms']:.1f} | "
+                        f"{b['apply_ms']:.1f} | {ratio:.2f}x | >= {target:.0f}x {verdict} | "
+                        f"{b['hash_ms']:.1f} / {a['hash_ms']:.1f} | {own:.2f}x |",
+                        flush=True,
+                    )
+    print("image processors (on / off) and vLLM's stages (ms, the last run):")
+    for name, on, off in stages:
+        print(f"  {name}: {on['class']} / {off['class']}")
+        for side, result in (("fused", on), ("transformers", off)):
+            for key, value in result.items():
+                if key != "class":
+                    print(f"    {side} {key}: {value['stages']}")
+
+
+def _sides(name: str, model_dir: str, root: str, args) -> tuple[dict, dict]:
+    """(plugin on, plugin off) for one model: rounds of alternated processes, times pooled, medians."""
+    sides = {}
+    for _ in range(args.rounds):
+        for switch in ("1", "0"):
+            out = os.path.join(root, f"{switch}.json")
+            env = {**os.environ, "FUSED_INPUT_NORM_VLLM_PROCESSOR": switch, "OMP_NUM_THREADS": "1"}
+            command = [sys.executable, os.path.abspath(__file__), "--worker", name, model_dir, out]
+            command += ["--repeats", str(args.repeats)] + (["--float"] if args.float else [])
+            subprocess.run(command, env=env, check=True, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(out) as f:
+                result = json.load(f)
+            side = sides.setdefault(switch, result)
+            if side is not result:  # pool this round's times into the first round's
+                for key, value in result.items():
+                    if key != "class":
+                        side[key]["apply_ms"] += value["apply_ms"]
+                        side[key]["hash_ms"] += value["hash_ms"]
+                        side[key]["stages"] = value["stages"]
     for side in sides.values():
         for key, value in side.items():
             if key != "class":
                 value["apply_ms"] = statistics.median(value["apply_ms"])
                 value["hash_ms"] = statistics.median(value["hash_ms"])
-    on, off = sides["1"], sides["0"]
-    path = "float32" if args.float else "uint8 (mm_device_do_normalize)"
-    print(
-        f"vLLM apply() per request, 1 thread, Qwen2-VL, {path}; median of {args.rounds} x {args.repeats} "
-        "(on and off processes alternated)"
-    )
-    print(f"  plugin on: {on['class']}; off: {off['class']}")
-    print(
-        "| image | max_pixels | transformers ms | fused ms | speed-up | target | vLLM hashing ms (on / off) "
-        "| speed-up without the hashing |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
-    for height, width in SIZES:
-        target = 3.0 if height * width > 10e6 else 2.0
-        for max_pixels in MAX_PIXELS:
-            key = f"{height}x{width}@{max_pixels}"
-            a, b = off[key], on[key]
-            ratio = a["apply_ms"] / b["apply_ms"]
-            # vLLM's own work, the same on both sides, apart (it varies most from run to run on a busy machine).
-            own = (a["apply_ms"] - a["hash_ms"]) / (b["apply_ms"] - b["hash_ms"])
-            verdict = "met" if ratio >= target else "NOT met"
-            print(
-                f"| {width}x{height} | {max_pixels} | {a['apply_ms']:.1f} | {b['apply_ms']:.1f} | {ratio:.2f}x | "
-                f">= {target:.0f}x {verdict} | {b['hash_ms']:.1f} / {a['hash_ms']:.1f} | {own:.2f}x |"
-            )
-    print("vLLM's stages (ms, the last run):")
-    for side, result in (("fused", on), ("transformers", off)):
-        for key, value in result.items():
-            if key != "class":
-                print(f"  {side} {key}: {value['stages']}")
+    return sides["1"], sides["0"]
 
 
 if __name__ == "__main__":

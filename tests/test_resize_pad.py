@@ -42,11 +42,10 @@ def reference_resize(hwc: np.ndarray, size, resample: str, reference: str) -> np
     return np.stack(planes)
 
 
-def patch_rows(canvas: np.ndarray, temporal: int, patch: int, merge: int) -> np.ndarray:
-    """transformers' Qwen2-VL patch rows of one [C, H, W] image (the frame repeated temporal times)."""
-    channels, height, width = canvas.shape
+def patch_rows(frames: np.ndarray, temporal: int, patch: int, merge: int) -> np.ndarray:
+    """transformers' Qwen2-VL patch rows of one temporal patch: frames [temporal, C, H, W]."""
+    _, channels, height, width = frames.shape
     gh, gw = height // patch, width // patch
-    frames = np.broadcast_to(canvas[None], (temporal, *canvas.shape))
     x = frames.reshape(1, temporal, channels, gh // merge, merge, patch, gw // merge, merge, patch)
     return x.transpose(0, 3, 6, 4, 7, 2, 1, 5, 8).reshape(gh * gw, channels * temporal * patch * patch)
 
@@ -57,7 +56,7 @@ def expected_output(case: dict, images: np.ndarray, dtype: torch.dtype) -> torch
     top, left, h, w = case["crop"]
     canvas_h, canvas_w, pad_top, pad_left, fill = case["pad"] or (h, w, 0, 0, 0)
     weight, bias = affine_of(dtype)
-    outs = []
+    values = []
     for hwc in images:
         pixels = reference_resize(hwc, case["size"], case["resample"], case["reference"])[
             :, top : top + h, left : left + w
@@ -67,7 +66,14 @@ def expected_output(case: dict, images: np.ndarray, dtype: torch.dtype) -> torch
         value = (
             canvas.astype(np.float64) * weight.double().numpy()[:, None, None] + bias.double().numpy()[:, None, None]
         )
-        outs.append(patch_rows(value, *case["patches"]) if case["patches"] else value[None])
+        values.append(value)
+    if not case["patches"]:
+        outs = [v[None] for v in values]
+    elif case["clip"]:  # each T consecutive images are the frames of one temporal patch
+        t = case["patches"][0]
+        outs = [patch_rows(np.stack(values[g : g + t]), *case["patches"]) for g in range(0, len(values), t)]
+    else:  # a still: its one frame repeated T times
+        outs = [patch_rows(np.stack([v] * case["patches"][0]), *case["patches"]) for v in values]
     out = torch.from_numpy(np.concatenate(outs)).float()
     return out.round().clamp(0, 255).to(torch.uint8) if dtype == torch.uint8 else out.to(dtype)
 
@@ -84,8 +90,9 @@ def affine_of(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
 # ----- the cases -----
 
 
-def case(size, crop, pad, patches=(), batch=1, in_hw=(37, 53), channels_last=False):
+def case(size, crop, pad, patches=(), batch=1, in_hw=(37, 53), channels_last=False, clip=False):
     return {
+        "clip": clip,
         "in_hw": in_hw,
         "size": size,
         "crop": crop,
@@ -124,6 +131,7 @@ CASES = {
         (40, 50), (0, 0, 40, 50), (84, 56, 40, 6, 0), patches=(2, 14, 2), channels_last=True
     ),
     "patches-qwen3": case((50, 75), (0, 0, 50, 75), (64, 96, 7, 21, 255), patches=(2, 16, 2), in_hw=(70, 30)),
+    "clip-rows": case((50, 75), (0, 0, 50, 75), (84, 84, 30, 5, 0), patches=(2, 14, 2), batch=4, clip=True),
     "tiles-14": case((30, 40), (0, 0, 30, 40), (42, 42, 12, 1, 0), patches=(1, 14, 1)),
     "tiles-16": case((30, 40), (0, 0, 30, 40), (32, 48, 1, 8, 255), patches=(1, 16, 1), channels_last=True),
     "tiles-7": case((30, 40), (0, 0, 30, 40), (35, 42, 5, 2, 0), patches=(1, 7, 1)),
@@ -151,7 +159,7 @@ def run_op(c: dict, images: np.ndarray, dtype: torch.dtype, device: str = "cpu")
     h, w = (c["pad"][0], c["pad"][1]) if c["pad"] else c["crop"][2:]
     if c["patches"]:
         t, p, _ = c["patches"]
-        shape = (len(images) * (h // p) * (w // p), 3 * t * p * p)
+        shape = (len(images) // (t if c["clip"] else 1) * (h // p) * (w // p), 3 * t * p * p)
     else:
         shape = (len(images), 3, h, w)
     out = torch.full(shape, SENTINEL, dtype=dtype, device=device)
@@ -168,7 +176,8 @@ def run_op(c: dict, images: np.ndarray, dtype: torch.dtype, device: str = "cpu")
         c["resample"],
         first,
         c["patches"],
-        pad=c["pad"],
+        c["clip"],
+        c["pad"],
     )
     return out.cpu()
 

@@ -37,7 +37,7 @@ std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_
     src = workspace.data();
     strides = {plan.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
   }
-  const auto source = fin::resampled_source<index_t>(plan, fin::last_pass(plan, src, strides));
+  const fin::ResampledSource<index_t> source(plan, fin::last_pass(plan, src, strides));
   const auto calc = fin::make_offset_calculator<index_t>(plan.layout);
   const std::vector<float> weight(static_cast<size_t>(plan.channels), 1.0f), bias(weight.size(), 0.0f);
   std::vector<float> out(static_cast<size_t>(plan.numel), -1.0f);

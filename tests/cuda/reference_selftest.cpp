@@ -75,7 +75,18 @@ int main() {
           check<float>(hwc, {oh, ow, oh / 4, ow / 3, oh / 2, ow / 2, filter, ref, vf, false}, "crop " + name);
           check<fin::bfloat16_bits>(chw, {oh, ow, 0, 28 * (ow >= 84), oh, 56, filter, ref, vf, true},
                                     "crop rows " + name);
+          // Padded: planar with the crop off-centre on a larger canvas (fill 0), rows of a canvas padded on every
+          // side to the next multiples of 28 (fill 255), and clip rows on a canvas padded below and right.
+          ResizeJob padded{oh, ow, oh / 4, ow / 3, oh / 2, ow / 2, filter, ref, vf, false};
+          padded.pad = {oh / 2 + 9, ow / 2 + 4, 7, 1, 0};
+          check<float>(hwc, padded, "padded crop " + name);
+          ResizeJob padded_rows{oh, ow, 0, 0, oh, ow, filter, ref, vf, true};
+          padded_rows.pad = {oh + 28, ow + 56, 13, 27, 255};
+          check<fin::bfloat16_bits>(chw, padded_rows, "padded rows " + name);
           if (B % 2 == 0) {  // the frames of a clip, two per temporal patch
+            ResizeJob padded_clip{oh, ow, 0, 0, oh, ow, filter, ref, vf, true, true};
+            padded_clip.pad = {oh + 28, ow + 28, 0, 0, 128};
+            check<float>(hwc, padded_clip, "padded clip rows " + name);
             check<float>(hwc, {oh, ow, 0, 0, oh, ow, filter, ref, vf, true, true}, "clip rows " + name);
           }
         }

@@ -144,7 +144,7 @@ std::string launch_last(const DevicePlan& d, const uint8_t* in, out_t* out, Inde
   const bool wide = index == Index::k64 || p.numel > INT32_MAX || resampled > INT32_MAX;
   const auto go = [&](auto tag) {
     using index_t = decltype(tag);
-    const auto source = fin::resampled_source<index_t>(p, last);
+    const fin::ResampledSource<index_t> source(p, last);
     fin::launch<fin::affine_strided_source_kernel<fin::ResampledSource<index_t>, out_t, index_t>>(
         p.numel / fin::kStridedRun + 1, device, nullptr, source, out, d.w.as<float>(), d.b.as<float>(),
         static_cast<index_t>(p.numel), fin::make_offset_calculator<index_t>(p.layout));
@@ -294,6 +294,14 @@ void resize_cases(Context& ctx) {
                 {"height only " + base + " -> 728x1920 torchvision bicubic", &in->chw,
                  whole(728, 1920, kBicubic, kTv, false, false), false},
                 *in, true);
+      // Padding (issue 35): the crop on a canvas of the fill, written by the same kernel: a letterboxed planar
+      // image (fill 0 above and below) and Qwen2-VL rows of a canvas padded on every side (fill 255).
+      ResizeJob letterbox = whole(216, 384, kBicubic, kPil, false, false);
+      letterbox.pad = {384, 384, 84, 0, 0};
+      check_job(ctx, {"padded " + base + " -> 216x384 on 384x384", &in->hwc, letterbox, false}, *in, true);
+      ResizeJob framed = whole(224, 392, kBilinear, kTv, false, true);
+      framed.pad = {280, 420, 30, 14, 255};
+      check_job(ctx, {"rows padded " + base + " -> 224x392 on 280x420", &in->chw, framed, false}, *in, true);
       // No axis changes size (Qwen's smart_resize keeps a 12 MP photo as it is): the crop, copied in the
       // same kernel, as uint8 and bf16 rows from HWC and as f32 planar from CHW.
       const ResizeJob kept{1080, 1920, 8, 8, 1064, 1904, kBicubic, kPil, false, true};

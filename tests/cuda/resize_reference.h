@@ -121,6 +121,8 @@ struct ResizeJob {
   bool patches;        // Qwen-VL rows (T 2, P `patch`, m 2); else planar [B, C, crop_h, crop_w]
   bool clip = false;   // with patches: the B images are frames, each 2 consecutive ones a temporal patch
   int64_t patch = 14;  // with patches: 14 (Qwen2-VL, Qwen2.5-VL) or 16 (Qwen3-VL)
+  // The crop on a canvas: (canvas_h, canvas_w, top, left, fill); a canvas_h of 0: no padding.
+  std::array<int64_t, 5> pad{};
 };
 
 inline fin::ResizePlan make_resize_plan(const Image& in, const ResizeJob& j, const int32_t* rows, const int32_t* cols) {
@@ -133,32 +135,36 @@ inline fin::ResizePlan make_resize_plan(const Image& in, const ResizeJob& j, con
   if (j.patches) p.temporal = 2, p.patch = j.patch, p.merge = 2, p.clip = j.clip;
   p.row_plan = rows;
   p.col_plan = cols;
+  p.canvas_h = j.pad[0], p.canvas_w = j.pad[1], p.pad_top = j.pad[2], p.pad_left = j.pad[3], p.fill = j.pad[4];
   fin::finish_resize_plan(p);
   return p;
 }
 
-// The output of the job from the resized image: the affine of each value, in the layout's own order.
+// The output of the job from the resized image: the affine of each value of the canvas (the crop at (pad_top,
+// pad_left), the fill around it), in the layout's own order.
 template <typename out_t>
 std::vector<out_t> expected_output(const fin::ResizePlan& p, const std::vector<uint8_t>& resized, const float* w,
                                    const float* bias) {
-  const int64_t B = p.batch, C = p.channels, H = p.out_h, W = p.out_w;
+  const int64_t B = p.batch, C = p.channels, H = p.out_h, W = p.out_w, CH = p.canvas_h, CW = p.canvas_w;
   const auto R = [&](int64_t b, int64_t c, int64_t y, int64_t x) {
-    return resized[((b * C + c) * H + p.top + y) * W + p.left + x];
+    const int64_t iy = y - p.pad_top, ix = x - p.pad_left;
+    if (iy < 0 || iy >= p.crop_h || ix < 0 || ix >= p.crop_w) return static_cast<uint8_t>(p.fill);
+    return resized[((b * C + c) * H + p.top + iy) * W + p.left + ix];
   };
   std::vector<out_t> e(static_cast<size_t>(p.numel));
   const auto value = [&](uint8_t v, int64_t c) {
     return fin::from_float<out_t>(fin::affine(fin::to_float(v), w[c], bias[c]));
   };
   if (p.patch == 0) {
-    parallel_for(B * C * p.crop_h, [&](int64_t begin, int64_t end) {
+    parallel_for(B * C * CH, [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
-        const int64_t y = r % p.crop_h, c = r / p.crop_h % C, b = r / (C * p.crop_h);
-        for (int64_t x = 0; x < p.crop_w; ++x) e[r * p.crop_w + x] = value(R(b, c, y, x), c);
+        const int64_t y = r % CH, c = r / CH % C, b = r / (C * CH);
+        for (int64_t x = 0; x < CW; ++x) e[r * CW + x] = value(R(b, c, y, x), c);
       }
     });
     return e;
   }
-  const int64_t P = p.patch, m = p.merge, T = p.temporal, gh = p.crop_h / (P * m), gw = p.crop_w / (P * m);
+  const int64_t P = p.patch, m = p.merge, T = p.temporal, gh = CH / (P * m), gw = CW / (P * m);
   const int64_t row_len = C * T * P * P, groups = p.clip ? B / T : B;
   parallel_for(groups * gh * gw * m * m, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
@@ -210,9 +216,7 @@ std::vector<out_t> emulate_resize(const fin::ResizePlan& p, const uint8_t* input
     src = workspace->data();
     strides = {p.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
   }
-  const fin::ResampledSource<index_t> source{
-      fin::last_pass(p, src, strides), fin::make_divider(static_cast<index_t>(p.crop_w)),
-      fin::make_divider(static_cast<index_t>(p.crop_h)), fin::make_divider(static_cast<index_t>(p.channels))};
+  const fin::ResampledSource<index_t> source(p, fin::last_pass(p, src, strides));
   const auto calc = fin::make_offset_calculator<index_t>(p.layout);
   std::vector<out_t> out(static_cast<size_t>(p.numel));
   std::memset(out.data(), 0xFF, out.size() * sizeof(out_t));
