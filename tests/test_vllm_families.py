@@ -9,7 +9,8 @@ tokenizer with the model's special tokens, preprocessor_config.json as the check
   Qwen3-VL-MoE (Qwen3VLMoeForConditionalGeneration): Qwen2VLImageProcessor under an architecture the
     plugin's old allowlist turned away, with vLLM's device normalize on (uint8 rows) and off;
   InternVL (InternVLChatModel, remote code): vLLM's own InternVLChatImageProcessor (vllm_internvl), with its
-    per-request min/max_dynamic_patch and dynamic_image_size;
+    per-request min/max_dynamic_patch and dynamic_image_size; its InternVLChatVideoProcessor on a second
+    directory whose vocabulary has the video token;
   Gemma 3 (pan and scan per request), InternVL3 in transformers' format (GotOcr2ImageProcessor), GLM-4.1V and
     LLaVA-OneVision: run where this tree has their family (skipped, with the reason, before it lands).
 Compared, for every request: prompt_token_ids, mm_placeholders, mm_hashes and every tensor of every item of
