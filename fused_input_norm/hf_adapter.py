@@ -193,6 +193,12 @@ class FusedHFImageProcessor(_Adapter):
             return "no images"
         if any(not _is_image(image) for image in flat):
             return "an image that is not a PIL image, an array or a tensor (nested lists, URLs, paths)"
+        family = families.FAMILIES[configs.kind_of({"image_processor_type": type(self.upstream).__name__})]
+        if getattr(family, "SINGLE_IMAGE_GROUPS", False) and _image_count(flat) > _samples(images):
+            return (
+                "several images in one sample (a nested group, or a 4-D batch), which its processor treats "
+                "otherwise than single images"
+            )
         unknown = set(kwargs) - set(self.upstream._valid_kwargs_names) - {"return_tensors", "device"}
         if unknown:
             return f"kwargs {sorted(unknown)} that the processor does not declare"
@@ -247,6 +253,21 @@ def _flat(images: Any) -> list:
     if images and all(isinstance(group, list | tuple) for group in images):
         return [image for group in images for image in group]
     return list(images)
+
+
+def _samples(images: Any) -> int:
+    """How many samples a multi-image processor counts in a call (LLaVA-OneVision's batch_num_images): one per
+    non-empty group of a nested call, one per item of a list, one for anything else."""
+    if not isinstance(images, list | tuple):
+        return 1
+    if images and all(isinstance(group, list | tuple) for group in images):
+        return sum(1 for group in images if group)
+    return len(images)
+
+
+def _image_count(flat: list) -> int:
+    """How many images FusedImageProcessor reads from these items (a 4-D array or tensor is a batch of them)."""
+    return sum(item.shape[0] if getattr(item, "ndim", 0) == 4 else 1 for item in flat)
 
 
 def _is_image(image: object) -> bool:

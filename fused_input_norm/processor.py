@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from . import config as configs
-from . import families
+from . import families, output_pool
 from . import images as intake
 from .checks import check_output_size, check_strided, check_visual_dtype, image_name
 from .module import FusedInputNorm
@@ -27,7 +27,7 @@ ProcessorSettings = configs.ProcessorSettings
 
 class FusedImageProcessor:
     """A Hugging Face image processor (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, GLM-4.1V / GLM-4.5V, CLIP, SigLIP,
-    Gemma 3) on the device.
+    Gemma 3, GOT-OCR2 / InternVL, LLaVA-OneVision) on the device.
 
     Build it with `from_preprocessor_config`; call it on images to get what the processor returns.
     """
@@ -105,7 +105,9 @@ class FusedImageProcessor:
 
         Returns what the family's processor returns: Qwen-VL and GLM-4V {"pixel_values": [patches, C * T * P * P],
         "image_grid_thw": int64 [n, 3] on the CPU}; CLIP / SigLIP {"pixel_values": [n, C, h, w]}; Gemma 3
-        {"pixel_values": [n + crops, C, h, w], "num_crops": int64 [n] on the CPU}; pixel_values in
+        {"pixel_values": [n + crops, C, h, w], "num_crops": int64 [n] on the CPU}; GOT-OCR2 {"pixel_values":
+        [tiles, C, h, w], "num_patches": int64 [n] on the CPU}; LLaVA-OneVision {"pixel_values": [n, tiles, C, h,
+        w], "image_sizes": int64 [n, 2], "batch_num_images": int64 [n], on the CPU}; pixel_values in
         `visual_dtype` on the processor's device.
         `visual_dtype=torch.uint8`: the resized bytes in that layout, without rescale and normalize (what
         transformers returns with do_rescale=False, do_normalize=False; vLLM normalizes them on the GPU).
@@ -125,7 +127,7 @@ class FusedImageProcessor:
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
         weight, bias = norm.affine_constants(self.device, _WHERE)
         check_output_size(_WHERE, "pixel_values", plan.shape, visual_dtype)
-        out = torch.empty(plan.shape, dtype=visual_dtype, device=self.device)
+        out = output_pool.empty(plan.shape, visual_dtype, self.device)
         slots = out.flatten(0, plan.slot_dims - 1)
         pixels, current = None, None
         for job in plan.jobs:
@@ -142,7 +144,17 @@ class FusedImageProcessor:
             if job.patches:  # the slots are rows: one patch (or tile) of the resized box each
                 dest = dest.view(stop - start, -1)
             resize_into(
-                dest, box[None], weight, bias, job.size, job.crop, s.resample, self.reference, self._plans, job.patches
+                dest,
+                box[None],
+                weight,
+                bias,
+                job.size,
+                job.crop,
+                s.resample,
+                self.reference,
+                self._plans,
+                job.patches,
+                pad=job.pad,
             )
         for start, stop in plan.zero:
             slots[start:stop].zero_()

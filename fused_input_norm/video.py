@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from . import config as configs
+from . import output_pool
 from .checks import check_output_size, check_strided, check_visual_dtype
 from .geometry import smart_resize, smart_resize_clip
 from .module import FusedInputNorm
@@ -190,7 +191,7 @@ class FusedVideoProcessor:
         rows = [t * h * w for t, h, w in (clip.grid for clip in clips)]
         shape = (sum(rows), norm.channel * temporal * patch**2)
         check_output_size(_WHERE, "pixel_values_videos", shape, visual_dtype)
-        out = torch.empty(shape, dtype=visual_dtype, device=self.device)
+        out = output_pool.empty(shape, visual_dtype, self.device)
         patches = (temporal, patch, merge)
         for clip, clip_out in zip(clips, out.split(rows), strict=True):
             frames = clip.frames.to(self.device, non_blocking=clip.frames.device.type == "cpu")

@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import QWEN2_VL_CHECKPOINT, RecordOps, requires_cuda
 
-from fused_input_norm import FusedVideoProcessor
+from fused_input_norm import FusedVideoProcessor, output_pool
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test-only dependency, not installed")
 pytest.importorskip("torchvision", reason="transformers' video processors need torchvision")
@@ -294,9 +294,10 @@ def test_defaults_are_the_classes(processors):
         assert list(n.image_mean) == list(hf.image_mean) and list(n.image_std) == list(hf.image_std)
 
 
-def test_one_output_allocation_and_two_resizes_per_odd_clip(processors):
+def test_one_output_allocation_and_two_resizes_per_odd_clip(processors, monkeypatch):
     """A 9-frame clip: the four whole temporal groups in one clip-mode resize, the lone last frame in one
     more; one output allocated for the call."""
+    monkeypatch.setattr(output_pool, "pool", output_pool.OutputPool(0))  # every output a torch.empty, counted below
     p = processors["qwen2-vl"]
     videos = [clip(9), clip(8, name="coffee")]
     p(videos)

@@ -6,7 +6,10 @@ A family (one transformers image processor, with its Fast and Pil spellings) is 
   KEYS       the config / call keys it reads beyond the common ones (COMMON_KEYS),
   PIL_BYTES_AS_FLOAT  whether its Pil backend returns the resized bytes (rescale, normalize off) as float32,
   settings(config, get, where) -> dict   its geometry keys checked (size, patch sizes, options),
-  plan(settings, shapes, where) -> Plan  every output size and slot decided from the images' shapes alone.
+  plan(settings, shapes, where) -> Plan  every output size and slot decided from the images' shapes alone,
+and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sample (a nested group of
+  several, a 4-D batch) is not reproduced (the adapter hands it to transformers), as its processor treats
+  such images otherwise.
 The core (processor.py) decodes, allocates Plan.shape once, runs the fused resize + normalize + layout
 kernel once per Job into its slots, zeroes Plan.zero, and returns pixel_values with Plan.extras.
 
@@ -65,6 +68,9 @@ class Job:
     slots: tuple[int, int]  # [start, stop) along the output's slot axis (Plan.slot_dims flattened)
     box: tuple[int, int, int, int] | None = None  # (top, left, height, width) of the source; None: all of it
     patches: tuple[int, ...] = ()  # (T, P, m): the slots are patch rows; (): one [C, h, w] slot
+    # (canvas_h, canvas_w, top, left, fill): the crop placed on a canvas of the fill byte (put through the same
+    # affine), which the slots then hold; (): no canvas
+    pad: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

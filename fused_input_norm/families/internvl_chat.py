@@ -9,12 +9,12 @@ The grid is written as tiles by one kernel call (patch rows of side S, merge 1: 
 [C, S, S] row); the thumbnail is a second job into the next slot.
 """
 
+import functools
 from collections.abc import Mapping
 
-import torch
-
 from ..checks import is_int, positive_int
-from .base import COMMON_DEFAULTS, Job, Plan, side
+from . import got_ocr2
+from .base import COMMON_DEFAULTS, Plan, side
 
 KIND = "internvl_chat"
 TYPES = ("InternVLChatImageProcessor",)
@@ -88,18 +88,6 @@ def tile_grid(height: int, width: int, tile: int, min_tiles: int, max_tiles: int
 
 def plan(s, shapes: list, where: str) -> Plan:
     """Each image's tiles (row-major), then its thumbnail where it has more than one tile."""
-    tile = s.size["height"]
-    o = s.options
-    jobs, counts, start = [], [], 0
-    for i, (height, width) in enumerate(shapes):
-        columns, rows = tile_grid(height, width, tile, o["min_tiles"], o["max_tiles"])
-        size = (rows * tile, columns * tile)
-        jobs.append(Job(i, size, (0, 0, *size), (start, start + rows * columns), patches=(1, tile, 1)))
-        count = rows * columns
-        if o["use_thumbnail"] and count != 1:
-            jobs.append(Job(i, (tile, tile), (0, 0, tile, tile), (start + count, start + count + 1)))
-            count += 1
-        counts.append(count)
-        start += count
-    num_patches = torch.tensor(counts, dtype=torch.int64, device="cpu")
-    return Plan((start, s.normalization.channel, tile, tile), jobs, {"num_patches": num_patches})
+    tile, o = s.size["height"], s.options
+    grid_of = functools.partial(tile_grid, tile=tile, min_tiles=o["min_tiles"], max_tiles=o["max_tiles"])
+    return got_ocr2.tiled_plan(s, shapes, grid_of, (tile, tile), o["use_thumbnail"])
