@@ -378,7 +378,7 @@ WRITERS = {
 }
 # vLLM's InternVL processor's per-request kwargs: fewer tiles; exactly two (a 5:4 image is equally close to
 # 1x2 and 2x1: vLLM's order of the grids decides); one tile (no dynamic size).
-# Gemma 3's pan and scan, asked per request.
+# Gemma 3's pan and scan, asked per request; InternVL3's tile limits (transformers' format), per request.
 REQUEST_KWARGS = {
     "internvl_chat": [
         {"max_dynamic_patch": 4},
@@ -386,6 +386,7 @@ REQUEST_KWARGS = {
         {"dynamic_image_size": False},
     ],
     "gemma3": [{"do_pan_and_scan": True}],
+    "internvl": [{"max_patches": 4}, {"min_patches": 2, "max_patches": 4}],
 }
 
 
