@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The vLLM plugin against the real vllm 0.34.0: creates (or reuses) .venv-vllm and runs tests/test_vllm.py,
-# tests/test_vllm_processor.py, tests/test_vllm_families.py and tests/test_vllm_internvl_llava.py (vLLM's multimodal
-# processors with FusedImageProcessor serving images: Qwen-VL, LLaVA, PaliGemma, Qwen3-VL-MoE, InternVL, InternVL-hf,
-# LLaVA-OneVision; ~6 min).
+# tests/test_vllm_processor.py, tests/test_vllm_families.py (vLLM's multimodal processors with FusedImageProcessor
+# serving images: Qwen-VL, LLaVA, PaliGemma, Qwen3-VL-MoE, Gemma 3, GLM-4.1V, InternVL (vLLM's own and
+# transformers' format), LLaVA-OneVision) and tests/test_vllm_server.py (the server's request path); ~6 min.
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
 # loader and multimodal processors needs (at the versions it asks for; transformers' Mistral backend needs
@@ -42,4 +42,4 @@ echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
 # import the installed copy.
 "$VENV/bin/pytest" -q -rs tests/test_vllm.py tests/test_vllm_processor.py tests/test_vllm_families.py \
-  tests/test_vllm_internvl_llava.py "$@"
+  tests/test_vllm_server.py "$@"

@@ -97,3 +97,17 @@ def test_tile_grid_matches_transformers_rule():
 def test_bad_configs_are_named(overrides, message):
     with pytest.raises(ValueError, match=message):
         FusedImageProcessor.from_preprocessor_config(config(**overrides), device="cpu")
+
+
+@pytest.mark.parametrize("model_dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_model_input_equals_totensor_normalize_for_every_byte(model_dtype):
+    """float32 pixel_values differ from ToTensor + Normalize by up to 2 ulp (x * w + b against (x / 255 - m) /
+    s); what the model gets, the values cast to its dtype, is the same for every byte value of every channel."""
+    processor = FusedImageProcessor.from_preprocessor_config(config(dynamic_image_size=False), device="cpu")
+    levels = np.repeat(np.arange(256, dtype=np.uint8), TILE * TILE // 256)
+    image = np.stack([levels.reshape(TILE, TILE)] * 3, axis=-1)  # every byte in every channel, at the tile size
+    got = processor([image])["pixel_values"][0]
+    mean, std = torch.tensor(MEAN).view(3, 1, 1), torch.tensor(STD).view(3, 1, 1)
+    expected = (torch.from_numpy(image).permute(2, 0, 1).float().div(255) - mean) / std
+    assert float((got - expected).abs().max()) <= 1e-6
+    assert torch.equal(got.to(model_dtype), expected.to(model_dtype))
