@@ -280,7 +280,7 @@ class FusedInputNorm(nn.Module):
 
         `images`: uint8 [C, H, W] or [B, C, H, W] ([H, W, C] / [B, H, W, C] with channel_dim=-1), any
         strides. `size` = (height, width) of the resampled image; `crop` = (top, left, height, width) inside it
-        (default: all of it). `resample`: "bicubic" or "bilinear" (antialiased, as the references are).
+        (default: all of it). `resample`: "bicubic", "bilinear" or "lanczos" (antialiased, as the references are).
         `reference`: "pil" (PIL.Image.resize of the installed Pillow; "pil-13", "pil-12.2", "pil-12.1" pin a
         release's pass order) or "torchvision" (torchvision's uint8 resize, antialias=True, on the CPU).
 
