@@ -1,8 +1,8 @@
 // CPU self-test of the GPU check's host reference (resize_reference.h): the plain two-pass resize, the
 // layouts' index formulas and the expected workspace must equal the kernels' own per-thread code run on the
 // host (both index widths), over sizes (one kept as it is: no pass), crops, batches, HWC and CHW inputs,
-// both references, the three filters and both pass orders; smart_resize must give transformers' sizes. Runs in CI, where the
-// check itself cannot run (no GPU):
+// both references, the three filters and both pass orders; smart_resize must give transformers' sizes. Runs in CI,
+// where the check itself cannot run (no GPU):
 //   g++ -std=c++17 -O2 -pthread -Icsrc -Itests/cuda tests/cuda/reference_selftest.cpp -o selftest && ./selftest
 #include <cstdio>
 #include <random>
