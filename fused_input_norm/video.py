@@ -23,6 +23,7 @@ import torch
 from . import config as configs
 from . import output_pool
 from .checks import check_output_size, check_strided, check_visual_dtype
+from .families.base import COMMON_KEYS
 from .geometry import smart_resize, smart_resize_clip
 from .module import FusedInputNorm
 from .resize import PlanCache, check_reference, resize_into
@@ -43,15 +44,7 @@ VideoSettings = configs.VideoSettings
 
 # What a call may override: transformers' VideosKwargs that change the result, and the Qwen classes' own.
 _COMMON_KEYS = {
-    "do_convert_rgb",
-    "do_resize",
-    "size",
-    "resample",
-    "do_rescale",
-    "rescale_factor",
-    "do_normalize",
-    "image_mean",
-    "image_std",
+    *COMMON_KEYS,
     "do_sample_frames",
     "fps",
     "num_frames",

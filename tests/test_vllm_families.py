@@ -22,13 +22,12 @@ import functools
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_processor import CLIP_MEAN, CLIP_STD, photo, write_model
+from test_vllm_processor import CLIP_MEAN, CLIP_STD, both_sides, photo, write_model
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 pytestmark = pytest.mark.skipif(
@@ -506,24 +505,7 @@ def sides(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     for model in RUN:
         WRITERS[model](str(root / model))
-    results = []
-    for switch in ("1", "0"):
-        out = root / f"side{switch}.pt"
-        env = {**os.environ, "FUSED_INPUT_NORM_VLLM_PROCESSOR": switch, "OMP_NUM_THREADS": "1"}
-        run = subprocess.run(
-            [sys.executable, __file__, str(root), str(out)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            cwd="/",  # the installed package, not the source tree
-        )
-        assert run.returncode == 0, run.stderr[-4000:]
-        import torch
-
-        results.append(torch.load(out, weights_only=False))
-        results[-1]["log"] = [line for line in (run.stdout + run.stderr).splitlines() if "fused_input_norm" in line]
-    return results
+    return both_sides(root, __file__)
 
 
 def assert_same_tensors(name: str, got: list[dict], expected: list[dict]) -> None:

@@ -243,12 +243,18 @@ def sides(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
     for model in MODELS:
         write_model(str(root / model), model)
+    return both_sides(root, __file__)
+
+
+def both_sides(root, script: str) -> list[dict]:
+    """`script`'s worker run on the model directories under `root` with the plugin on, then off, each in its
+    own process as a server runs: their results, each with the log lines that name fused_input_norm."""
     results = []
     for switch in ("1", "0"):
         out = root / f"side{switch}.pt"
         env = {**os.environ, "FUSED_INPUT_NORM_VLLM_PROCESSOR": switch, "OMP_NUM_THREADS": "1"}
         run = subprocess.run(
-            [sys.executable, __file__, str(root), str(out)],
+            [sys.executable, script, str(root), str(out)],
             env=env,
             capture_output=True,
             text=True,

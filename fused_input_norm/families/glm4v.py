@@ -6,22 +6,15 @@ from collections.abc import Mapping
 
 from ..geometry import smart_resize_clip
 from . import qwen2_vl
-from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Plan
+from .base import Plan
 
 KIND = "glm4v"
 TYPES = ("Glm4vImageProcessor",)
 PROCESSOR_CLASSES = ("Glm4vProcessor",)  # GLM-4.1V's and GLM-4.5V's (Glm4vMoe) processor
 KEYS = qwen2_vl.KEYS
 PIL_BYTES_AS_FLOAT = True  # its Pil backend's patch rows are float32, the resized bytes (rescale, normalize off) too
-DEFAULTS = {
-    **COMMON_DEFAULTS,
-    "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 15000},
-    "image_mean": CLIP_MEAN,
-    "image_std": CLIP_STD,
-    "patch_size": 14,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-}
+# Qwen2-VL's class defaults (CLIP's mean and std, patches 14 / 2 / 2) with GLM's pixel bounds.
+DEFAULTS = {**qwen2_vl.DEFAULTS, "size": {"shortest_edge": 112 * 112, "longest_edge": 28 * 28 * 15000}}
 
 
 def settings(config: Mapping, get, where: str) -> dict:
