@@ -7,6 +7,7 @@ The comparisons with Hugging Face's processors (Qwen2-VL, CLIP, SigLIP) are in t
 """
 
 import functools
+import importlib.util
 
 import numpy as np
 import pytest
@@ -72,6 +73,26 @@ def pillow_two_calls(hwc: np.ndarray, size, resample: str, vertical_first_: bool
     (in_h, in_w), (out_h, out_w) = hwc.shape[:2], size
     first = (out_h, in_w) if vertical_first_ else (in_h, out_w)
     return to_chw(_pillow_hwc(_pillow_hwc(hwc, first, resample), size, resample))
+
+
+def _torch_resamples_lanczos() -> bool:
+    """Whether torchvision is here and this torch has the uint8 lanczos kernel its LANCZOS runs on a tensor
+    (torch 2.11 has no lanczos mode in interpolate: there is no torchvision LANCZOS reference to compare with)."""
+    if importlib.util.find_spec("torchvision") is None:
+        return False
+    try:
+        torch.nn.functional.interpolate(
+            torch.zeros(1, 1, 4, 4, dtype=torch.uint8), (2, 2), mode="lanczos", antialias=True
+        )
+    except (NotImplementedError, RuntimeError, ValueError):
+        return False
+    return True
+
+
+TORCH_LANCZOS = _torch_resamples_lanczos()
+NO_TORCH_LANCZOS = (
+    f"no torchvision LANCZOS reference: torchvision missing, or torch {torch.__version__} without uint8 lanczos"
+)
 
 
 def torchvision_resize(chw: torch.Tensor, size, resample: str = "bicubic") -> torch.Tensor:

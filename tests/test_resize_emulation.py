@@ -9,6 +9,7 @@ import subprocess
 import numpy as np
 import pytest
 import torch
+from test_resize import TORCH_LANCZOS
 
 from fused_input_norm.resize import pil_rule, vertical_first
 
@@ -81,6 +82,8 @@ def test_emulated_kernels_equal_pillow_and_torchvision(emulator, tmp_path, photo
             continue
         got = emulate(emulator, tmp_path, image, size, resample, "pil")
         differing[("pil", size)] = int((got != pillow(image, size, resample)).sum())
+        if resample == "lanczos" and not TORCH_LANCZOS:  # torch 2.11: no torchvision LANCZOS to compare with
+            continue
         got = emulate(emulator, tmp_path, image, size, resample, "torchvision")
         differing[("torchvision", size)] = int((got != torchvision(image, size, resample)).sum())
     assert not any(differing.values()), {k: v for k, v in differing.items() if v}
@@ -139,6 +142,8 @@ def test_emulated_padding_is_the_padded_reference(emulator, tmp_path, resample):
     for size, crop, pad, patches in cases:
         top, left, h, w = crop
         for reference, resize in (("pil", pillow), ("torchvision", torchvision)):
+            if reference == "torchvision" and resample == "lanczos" and not TORCH_LANCZOS:
+                continue  # torch 2.11: no torchvision LANCZOS to compare with
             expected = padded(resize(image, size, resample)[:, top : top + h, left : left + w], pad)
             if patches[1]:
                 t, p, m = patches
