@@ -12,8 +12,13 @@ from PIL import Image
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm.families import internvl_chat
 
-transformers = pytest.importorskip("transformers")
-from transformers.models.got_ocr2.image_processing_got_ocr2 import get_optimal_tiled_canvas  # noqa: E402
+# transformers' GOT-OCR2 module (the grid's reference) imports torchvision, and torchvision computes
+# ToTensor + Normalize: both are needed.
+get_optimal_tiled_canvas = pytest.importorskip(
+    "transformers.models.got_ocr2.image_processing_got_ocr2",
+    reason="the grid's reference (transformers' GOT-OCR2 module) and ToTensor + Normalize need torchvision",
+    exc_type=ImportError,
+).get_optimal_tiled_canvas
 
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
