@@ -153,9 +153,11 @@ def test_bad_bounds_and_env_are_refused():
     assert done.returncode != 0 and output_pool.ENV in done.stderr and "'lots'" in done.stderr
 
 
-def test_processor_output_kept_alive_is_untouched_by_the_next_call():
+def test_processor_output_kept_alive_is_untouched_by_the_next_call(monkeypatch):
     """The processor's outputs come from the pool (the next output reuses a freed one's block) and an output
     kept across calls is not overwritten by them."""
+    # A pool of its own: blocks that earlier tests' outputs still hold must not decide which block comes next.
+    monkeypatch.setattr(output_pool, "pool", OutputPool(64 * MIB))
     config = {**QWEN2_VL_CHECKPOINT, "image_processor_type": "Qwen2VLImageProcessor"}
     processor = FusedImageProcessor.from_preprocessor_config(config, device="cpu")
     rng = np.random.default_rng(0)

@@ -11,6 +11,8 @@ from fused_input_norm import vllm_plugin
 from fused_input_norm.hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor
 
 transformers = pytest.importorskip("transformers")
+# vLLM loads transformers' default (torchvision) processors; without torchvision their names are the Pil ones.
+pytest.importorskip("torchvision", reason="transformers' default processors, the ones vLLM loads, need torchvision")
 
 
 @pytest.fixture
