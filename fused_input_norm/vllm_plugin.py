@@ -101,18 +101,24 @@ PILLOW_BLOCK_SIZE = 256 << 20
 
 
 def raise_pillow_block_size() -> None:
-    try:
-        from PIL import Image
-    except ImportError:
-        return
-    core = Image.core
-    if "PILLOW_BLOCK_SIZE" in os.environ or not callable(getattr(core, "set_block_size", None)):
-        return
-    if core.get_block_size() < PILLOW_BLOCK_SIZE:
-        core.set_block_size(PILLOW_BLOCK_SIZE)
+    if _raise_pillow_setting("block_size", "PILLOW_BLOCK_SIZE", PILLOW_BLOCK_SIZE):
         logger.info(
             "fused_input_norm: Pillow's block size raised to %d MiB: photos are read in place", PILLOW_BLOCK_SIZE >> 20
         )
+
+
+def _raise_pillow_setting(setting: str, env: str, value: int) -> bool:
+    """Raises Pillow's `setting` ("block_size", "blocks_max") to `value`, unless the user set it through `env`,
+    this Pillow lacks it, or it is already that high; whether it was raised."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return False
+    setter = getattr(Image.core, f"set_{setting}", None)
+    if env in os.environ or not callable(setter) or getattr(Image.core, f"get_{setting}")() >= value:
+        return False
+    setter(value)
+    return True
 
 
 # Pillow frees an image's blocks when the image dies; a block over glibc's mmap threshold (32 MiB at most:
@@ -126,15 +132,10 @@ PILLOW_BLOCKS_MAX = 2
 
 
 def keep_freed_pillow_blocks() -> None:
-    try:
+    if _raise_pillow_setting("blocks_max", "PILLOW_BLOCKS_MAX", PILLOW_BLOCKS_MAX):
         from PIL import Image
-    except ImportError:
-        return
-    core = Image.core
-    if "PILLOW_BLOCKS_MAX" in os.environ or not callable(getattr(core, "set_blocks_max", None)):
-        return
-    if core.get_blocks_max() < PILLOW_BLOCKS_MAX:
-        core.set_blocks_max(PILLOW_BLOCKS_MAX)
+
+        core = Image.core
         logger.info(
             "fused_input_norm: Pillow keeps up to %d freed image blocks for the next decodes (at most %d x %d MiB "
             "= %d MiB held): decoded photos land on pages already touched",
