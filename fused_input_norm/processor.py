@@ -156,6 +156,10 @@ class FusedImageProcessor:
                 job.patches,
                 pad=job.pad,
             )
-        for start, stop in plan.zero:
-            slots[start:stop].zero_()
+        for start, stop, *box in plan.zero:  # slot ranges, or a box of [C, H, W] slots (padding after normalize)
+            region = slots[start:stop]
+            if box:
+                top, left, height, width = box
+                region = region[..., top : top + height, left : left + width]
+            region.zero_()
         return {"pixel_values": out, **plan.extras}

@@ -11,7 +11,8 @@ and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sam
   several, a 4-D batch) is not reproduced (the adapter hands it to transformers), as its processor treats
   such images otherwise.
 The core (processor.py) decodes, allocates Plan.shape once, runs the fused resize + normalize + layout
-kernel once per Job into its slots, zeroes Plan.zero, and returns pixel_values with Plan.extras.
+kernel once per Job into its slots, zeroes Plan.zero (slot ranges or boxes of them), and returns
+pixel_values with Plan.extras.
 
 Imports nothing from the package but checks and geometry: config.py, processor.py and the adapters read the families.
 """
@@ -81,7 +82,9 @@ class Plan:
     jobs: list[Job]
     extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     slot_dims: int = 1  # the leading dims of `shape` that number the slots
-    zero: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # slot ranges set to 0 (batch padding)
+    # Set to 0 after the jobs (padding after normalize): (start, stop) slot ranges, or (start, stop, top, left,
+    # height, width) boxes of those [C, H, W] slots.
+    zero: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
 
 
 def side(where: str, name: str, value: object) -> int:
