@@ -12,7 +12,10 @@ tokenizer with the model's special tokens, preprocessor_config.json as the check
     per-request min/max_dynamic_patch and dynamic_image_size; its InternVLChatVideoProcessor on a second
     directory whose vocabulary has the video token;
   Gemma 3 (pan and scan per request), InternVL3 in transformers' format (GotOcr2ImageProcessor), GLM-4.1V and
-    LLaVA-OneVision: run where this tree has their family (skipped, with the reason, before it lands).
+    LLaVA-OneVision: run where this tree has their family (skipped, with the reason, before it lands);
+  Mistral Small 3.x (Mistral3ForConditionalGeneration, a per-request longest edge, device normalize on and
+    off) and Pixtral-12B (LlavaForConditionalGeneration with a Pixtral tower): PixtralImageProcessor, through
+    PixtralProcessor's per-call patch_size.
 Compared, for every request: prompt_token_ids, mm_placeholders, mm_hashes and every tensor of every item of
 mm_kwargs (uint8 and integer ones exactly, float32 within 1e-6); the plugin's side must hold a
 FusedHFImageProcessor and say so in its log line.
@@ -59,6 +62,9 @@ MODELS = {
         "Glm4vImageProcessor",
     ),
     "llava_onevision": ("LlavaOnevisionForConditionalGeneration", "<image>", (None,), "LlavaOnevisionImageProcessor"),
+    "mistral3": ("Mistral3ForConditionalGeneration", "[IMG]", (True, False), "PixtralImageProcessor"),
+    # Pixtral-12B in transformers' format: LLaVA's architecture with a Pixtral tower and PixtralProcessor.
+    "pixtral_llava": ("LlavaForConditionalGeneration", "[IMG]", (None,), "PixtralImageProcessor"),
 }
 
 
@@ -364,6 +370,32 @@ def write_llava_onevision(path: str) -> None:
     )
 
 
+def write_pixtral(path: str, architecture: str, longest_edge: int, patch: int, merge: int) -> None:
+    """A Pixtral-tower model in transformers' format: Mistral3ForConditionalGeneration (Mistral Small 3.1 /
+    3.2: longest edge 1540, patch 14, spatial merge 2) or LlavaForConditionalGeneration (Pixtral-12B: 1024,
+    16, no merge), a Mistral text model, PixtralImageProcessor and PixtralProcessor with its [IMG] tokens."""
+    from transformers import LlavaConfig, Mistral3Config
+
+    os.makedirs(path, exist_ok=True)
+    vocab = tokenizer(path, ["<s>", "</s>", "[IMG]", "[IMG_BREAK]", "[IMG_END]"], "<s>", "</s>")
+    vision = VISION | {"model_type": "pixtral", "image_size": longest_edge, "patch_size": patch, "head_dim": 16}
+    text = TEXT | {"model_type": "mistral", "head_dim": 16}
+    if architecture == "Mistral3ForConditionalGeneration":
+        config = Mistral3Config(
+            text_config=text, vision_config=vision, image_token_index=vocab["[IMG]"], spatial_merge_size=merge
+        )
+    else:
+        config = LlavaConfig(text_config=text, vision_config=vision, image_token_index=vocab["[IMG]"])
+    config.architectures = [architecture]
+    config.save_pretrained(path)
+    preprocessor = {"image_processor_type": "PixtralImageProcessor", "processor_class": "PixtralProcessor"}
+    preprocessor |= {"size": {"longest_edge": longest_edge}, "patch_size": {"height": patch, "width": patch}}
+    dump(path, "preprocessor_config.json", preprocessor | {"image_mean": CLIP_MEAN, "image_std": CLIP_STD})
+    processor = {"processor_class": "PixtralProcessor", "patch_size": patch, "spatial_merge_size": merge}
+    processor |= {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"}
+    dump(path, "processor_config.json", processor)
+
+
 WRITERS = {
     "llava": write_llava,
     "paligemma": write_paligemma,
@@ -374,6 +406,12 @@ WRITERS = {
     "internvl": write_internvl,
     "glm4v": write_glm4v,
     "llava_onevision": write_llava_onevision,
+    "mistral3": functools.partial(
+        write_pixtral, architecture="Mistral3ForConditionalGeneration", longest_edge=1540, patch=14, merge=2
+    ),
+    "pixtral_llava": functools.partial(
+        write_pixtral, architecture="LlavaForConditionalGeneration", longest_edge=1024, patch=16, merge=1
+    ),
 }
 # vLLM's InternVL processor's per-request kwargs: fewer tiles; exactly two (a 5:4 image is equally close to
 # 1x2 and 2x1: vLLM's order of the grids decides); one tile (no dynamic size).
@@ -386,6 +424,7 @@ REQUEST_KWARGS = {
     ],
     "gemma3": [{"do_pan_and_scan": True}],
     "internvl": [{"max_patches": 4}, {"min_patches": 2, "max_patches": 4}],
+    "mistral3": [{"size": {"longest_edge": 448}}],
 }
 
 
@@ -562,8 +601,13 @@ def test_log_says_which_processor_serves_images(request, model):
     does not reproduce (nearest resampling) is logged as transformers'."""
     skip_missing(model)
     on, off = request.getfixturevalue("sides")
-    architecture = MODELS[model][0]
-    lines = [line for line in on["log"] if f"'{architecture}'" in line and "serves images" in line]
+    architecture, upstream = MODELS[model][0], MODELS[model][3]
+    # one architecture may hold several image processors (LLaVA: CLIP's, Pixtral's): the line names which
+    lines = [
+        line
+        for line in on["log"]
+        if f"'{architecture}'" in line and "serves images" in line and f"transformers' {upstream}" in line
+    ]
     assert len(lines) == 1 and "FusedImageProcessor (reference 'torchvision') serves images" in lines[0], on["log"]
     assert any("serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
     assert not any(f"'{architecture}'" in line for line in off["log"]), off["log"]
