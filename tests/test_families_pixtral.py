@@ -202,8 +202,8 @@ def test_without_do_pad_mixed_sizes_fail_as_in_transformers(backend):
 
 
 def test_calls_it_does_not_reproduce_go_to_transformers(caplog):
-    """A center crop, and a size transformers' Pixtral cannot read, go to transformers: logged, its answer (or
-    its error)."""
+    """A center crop, a size transformers' Pixtral cannot read and a bare longest_edge kwarg (size's key, not a
+    kwarg of the processor) go to transformers: logged, its answer (or its error)."""
     theirs = BACKENDS["torchvision"](**MISTRAL_SMALL)
     ours = FusedHFImageProcessor(BACKENDS["torchvision"](**MISTRAL_SMALL))
     images = [as_input("torchvision", PHOTOS["wide-coffee"])]
@@ -213,8 +213,13 @@ def test_calls_it_does_not_reproduce_go_to_transformers(caplog):
         assert torch.equal(got["pixel_values"], expected["pixel_values"])
         with pytest.raises(ValueError, match="size must contain either 'longest_edge' or 'height' and 'width'"):
             ours(images, size={"shortest_edge": 64})
+        with pytest.raises(TypeError, match="unexpected keyword argument 'longest_edge'"):
+            theirs(images, longest_edge=512)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'longest_edge'"):
+            ours(images, longest_edge=512)
     said = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
-    assert len(said) == 2 and "do_center_crop" in said[0] and "size must be {'longest_edge'}" in said[1], said
+    assert len(said) == 3 and "do_center_crop" in said[0] and "size must be {'longest_edge'}" in said[1], said
+    assert "kwargs ['longest_edge'] that the processor does not declare" in said[2], said
 
 
 @requires_cuda
