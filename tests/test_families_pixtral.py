@@ -94,7 +94,7 @@ def assert_same(got, expected, label: str) -> None:
         have = got[key].cpu()
         assert have.dtype == want.dtype and have.shape == want.shape, (label, key, have.shape, want.shape)
         if have.dtype == torch.float32:
-            diff = float((have.double() - want.double()).abs().max()) if want.numel() else 0.0
+            diff = float((have - want).abs().max()) if want.numel() else 0.0
             print(f"EQUALITY pixtral {label} {key} {tuple(want.shape)}: max |diff| {diff:.3g}")
             assert diff <= FP32_ATOL, (label, key, diff)
         else:
@@ -148,10 +148,11 @@ CASES = {
 @pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize("case", list(CASES))
 def test_adapter_on_a_batch_of_mixed_photos_equals_transformers(monkeypatch, case, backend, dtype):
-    """Every photo in one call (one twice: the torchvision backend groups equal shapes): padded to the largest."""
+    """The photos in one call (one twice: the torchvision backend groups equal shapes), padded to the largest;
+    the 1080p one in the checkpoint's call only (each case's time is mostly transformers' on it)."""
     config, kwargs = CASES[case]
     kwargs = kwargs | (UINT8 if dtype == "uint8" else {})
-    names = [n for n in PHOTOS if case != "unresized" or n != "1080p"] + ["tiny"]
+    names = [n for n in PHOTOS if n != "1080p" or case == "mistral-small"] + ["tiny"]
     batch = [as_input(backend, PHOTOS[name]) for name in names]
     expected = BACKENDS[backend](**config)(batch, return_tensors="pt", **kwargs)
     ours = FusedHFImageProcessor(BACKENDS[backend](**config))
