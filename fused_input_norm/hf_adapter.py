@@ -228,7 +228,7 @@ class FusedHFImageProcessor(_Adapter):
         except (TypeError, RuntimeError):
             return f"device={device!r}"
         processor = self._processor(config, device)
-        out = processor(list(flat), visual_dtype=torch.uint8 if raw else torch.float32)
+        out = processor(list(flat), visual_dtype=torch.uint8 if raw else processor.transformers_dtype)
         if raw and self.reference == "pil" and families.FAMILIES[configs.kind_of(config)].PIL_BYTES_AS_FLOAT:
             out["pixel_values"] = out["pixel_values"].float()
         if return_tensors is None and self.reference == "pil":  # and NumPy arrays unless asked for tensors

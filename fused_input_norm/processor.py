@@ -47,6 +47,15 @@ class FusedImageProcessor:
         self.decoder = decoder
         self._plans = PlanCache()  # resize coefficients per size pair
         self._bytes = FusedInputNorm.identity(norm.channel)  # uint8 output: weight 1, bias 0
+        steps = getattr(families.FAMILIES[settings.kind], "normalize_steps", None)
+        self._steps = steps(settings) if steps is not None else None
+        if self._steps is not None:  # the kernel rescales (in float32, rounded to the steps' dtype), then each step
+            n = settings.normalization
+            self._rescale = FusedInputNorm(0.0, 1.0, n.rescale_factor, n.channel).to(device)
+            self._mean, self._std = (
+                torch.tensor(_per_channel(v, n.channel), dtype=self._steps, device=device)[:, None]
+                for v in (n.image_mean, n.image_std)
+            )
 
     @classmethod
     def from_preprocessor_config(
@@ -77,10 +86,22 @@ class FusedImageProcessor:
                 f"{_WHERE}: decoder must be one of {', '.join(map(repr, intake.DECODERS))}, got {decoder!r}"
             )
         settings = configs.resolve(configs.read(config, _WHERE), _WHERE)
+        if getattr(families.FAMILIES[settings.kind], "TORCHVISION_ONLY", False) and reference != "torchvision":
+            raise ValueError(
+                f"{_WHERE}: reference {reference!r}: transformers has only a torchvision backend for the "
+                f"{settings.kind} family's processor, so there is no Pil answer to reproduce: pass "
+                f"reference='torchvision'"
+            )
         device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
         n = settings.normalization
         norm = FusedInputNorm(n.image_mean, n.image_std, n.rescale_factor, n.channel).to(device)
         return cls(settings, norm, device, reference, decoder)
+
+    @property
+    def transformers_dtype(self) -> torch.dtype:
+        """The dtype of transformers' normalized pixel_values for this config: float32, or the dtype its
+        processor rescales and normalizes in step by step (Llama 4's bfloat16)."""
+        return self._steps if self._steps is not None else torch.float32
 
     def __repr__(self) -> str:
         return (
@@ -125,9 +146,14 @@ class FusedImageProcessor:
         decoded = intake.decode_all(items, self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder)
         plan = families.FAMILIES[s.kind].plan(s, [image.shape[-2:] for image, _ in decoded], _WHERE)
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
+        out_dtype = visual_dtype
+        stepwise = self._steps is not None and visual_dtype != torch.uint8
+        if stepwise:
+            norm, out_dtype = self._rescale, self._steps
         weight, bias = norm.affine_constants(self.device, _WHERE)
+        # (the steps' bfloat16 is no larger than any dtype asked: the output's check covers it)
         check_output_size(_WHERE, "pixel_values", plan.shape, visual_dtype)
-        out = output_pool.empty(plan.shape, visual_dtype, self.device)
+        out = output_pool.empty(plan.shape, out_dtype, self.device)
         slots = out.flatten(0, plan.slot_dims - 1)
         pixels, current = None, None
         for job in plan.jobs:
@@ -156,6 +182,14 @@ class FusedImageProcessor:
                 job.patches,
                 pad=job.pad,
             )
+        if stepwise:  # then mean subtracted and std divided, each rounded to the steps' dtype, as transformers does
+            channels = out.view(*plan.shape[: plan.slot_dims + 1], -1)
+            channels.sub_(self._mean).div_(self._std)
         for start, stop in plan.zero:
             slots[start:stop].zero_()
-        return {"pixel_values": out, **plan.extras}
+        return {"pixel_values": out.to(visual_dtype), **plan.extras}
+
+
+def _per_channel(value: object, channel: int) -> list[float]:
+    """A config's mean or std (a number or one per channel) as one number per channel."""
+    return [float(v) for v in value] if isinstance(value, list | tuple) else [float(value)] * channel
