@@ -8,6 +8,7 @@ resized size, the output slots it fills); then one output is allocated, and each
 normalize + layout kernel into its slots (resize.resize_into). One path for every family.
 """
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from . import config as configs
-from . import families, output_pool
+from . import families, ops, output_pool
 from . import images as intake
 from .checks import check_output_size, check_strided, check_visual_dtype, image_name
 from .module import FusedInputNorm
@@ -49,13 +50,10 @@ class FusedImageProcessor:
         self._bytes = FusedInputNorm.identity(norm.channel)  # uint8 output: weight 1, bias 0
         steps = getattr(families.FAMILIES[settings.kind], "normalize_steps", None)
         self._steps = steps(settings) if steps is not None else None
-        if self._steps is not None:  # the kernel rescales (in float32, rounded to the steps' dtype), then each step
-            n = settings.normalization
-            self._rescale = FusedInputNorm(0.0, 1.0, n.rescale_factor, n.channel).to(device)
-            self._mean, self._std = (
-                torch.tensor(_per_channel(v, n.channel), dtype=self._steps, device=device)[:, None]
-                for v in (n.image_mean, n.image_std)
-            )
+        if self._steps is not None:
+            rescale, self._subtract, self._divisors = _stepwise(settings.normalization, self._steps)
+            self._rescale = rescale.to(device)
+            self._subtract = [t.to(device) for t in self._subtract]
 
     @classmethod
     def from_preprocessor_config(
@@ -184,10 +182,29 @@ class FusedImageProcessor:
             )
         if stepwise:  # then mean subtracted and std divided, each rounded to the steps' dtype, as transformers does
             channels = out.view(*plan.shape[: plan.slot_dims + 1], -1)
-            channels.sub_(self._mean).div_(self._std)
+            ops.affine_out(channels, channels, *self._subtract, plan.slot_dims)  # x * 1 - m: one rounding, as x - m
+            for c, divisor in enumerate(self._divisors):
+                channels.select(plan.slot_dims, c).div_(divisor)
         for start, stop in plan.zero:
             slots[start:stop].zero_()
         return {"pixel_values": out.to(visual_dtype), **plan.extras}
+
+
+def _stepwise(n: configs.Normalization, dtype: torch.dtype) -> tuple[FusedInputNorm, list[torch.Tensor], list[float]]:
+    """transformers' rescale then normalize in `dtype`, each step rounded to it (x.to(dtype) * factor, - mean,
+    / std, with mean and std rounded to dtype first, as it makes them tensors of the image's dtype): the
+    kernel's affine, whose output rounded to dtype is the first step; the (weight 1, bias -mean) of the
+    affine that subtracts the mean (x * 1 + b rounds once, as x - mean does); and per channel the std to
+    divide by after it. Where every std is a power of two, dividing by it is exact and commutes with
+    rounding: the kernel rescales by factor / std, the subtraction takes mean / std, and no division is
+    left (Llama 4's 0.5: two passes over the output, not four)."""
+    mean, std = (torch.tensor(_per_channel(v, n.channel), dtype=dtype).tolist() for v in (n.image_mean, n.image_std))
+    ones = torch.ones(n.channel, dtype=torch.float32)
+    if all(math.frexp(s)[0] == 0.5 for s in std):
+        subtract = torch.tensor([-m / s for m, s in zip(mean, std, strict=True)], dtype=torch.float32)
+        return FusedInputNorm(0.0, std, n.rescale_factor, n.channel), [ones, subtract], []
+    subtract = torch.tensor([-m for m in mean], dtype=torch.float32)
+    return FusedInputNorm(0.0, 1.0, n.rescale_factor, n.channel), [ones, subtract], std
 
 
 def _per_channel(value: object, channel: int) -> list[float]:

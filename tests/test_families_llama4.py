@@ -215,6 +215,8 @@ CASES = {
         {**LLAMA4_CHECKPOINT, "max_patches": 6, "image_mean": [0.48145466, 0.4578275, 0.40821073]},
         {"image_std": [0.26862954, 0.26130258, 0.27577711]},
     ),
+    # stds that are powers of two (one subtraction after the kernel) but differ per channel, as do the means
+    "pow2-stds-per-channel": (LLAMA4_CHECKPOINT, {"image_mean": [0.4, 0.5, 0.6], "image_std": [0.25, 0.5, 1.0]}),
     "defaults": ({}, {}),
 }
 
