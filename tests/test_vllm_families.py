@@ -11,8 +11,9 @@ tokenizer with the model's special tokens, preprocessor_config.json as the check
   InternVL (InternVLChatModel, remote code): vLLM's own InternVLChatImageProcessor (vllm_internvl), with its
     per-request min/max_dynamic_patch and dynamic_image_size; its InternVLChatVideoProcessor on a second
     directory whose vocabulary has the video token;
-  Gemma 3 (pan and scan per request), InternVL3 in transformers' format (GotOcr2ImageProcessor), GLM-4.1V and
-    LLaVA-OneVision: run where this tree has their family (skipped, with the reason, before it lands);
+  Gemma 3 (pan and scan per request), InternVL3 in transformers' format (GotOcr2ImageProcessor), GLM-4.1V,
+    LLaVA-OneVision and Llama 4 (Llama4ImageProcessor, max_patches and resize_to_max_canvas per request): run
+    where this tree has their family (skipped, with the reason, before it lands);
   Mistral Small 3.x (Mistral3ForConditionalGeneration, a per-request longest edge, device normalize on and
     off) and Pixtral-12B (LlavaForConditionalGeneration with a Pixtral tower): PixtralImageProcessor, through
     PixtralProcessor's per-call patch_size.
@@ -65,6 +66,7 @@ MODELS = {
     "mistral3": ("Mistral3ForConditionalGeneration", "[IMG]", (True, False), "PixtralImageProcessor"),
     # Pixtral-12B in transformers' format: LLaVA's architecture with a Pixtral tower and PixtralProcessor.
     "pixtral_llava": ("LlavaForConditionalGeneration", "[IMG]", (None,), "PixtralImageProcessor"),
+    "llama4": ("Llama4ForConditionalGeneration", "<|image|>", (None,), "Llama4ImageProcessor"),
 }
 
 
@@ -396,6 +398,38 @@ def write_pixtral(path: str, architecture: str, longest_edge: int, patch: int, m
     dump(path, "processor_config.json", processor)
 
 
+def write_llama4(path: str) -> None:
+    """Llama 4's layout (Llama-4-Scout's kind, tiny): a vision tower of 336 tiles, patch 14, pixel shuffle 0.5
+    (144 tokens a tile), a mixture-of-experts text model, Llama4ImageProcessor as its checkpoints save it (336
+    tiles, at most 16, bilinear, mean = std = 0.5), Llama4Processor's image tokens."""
+    from transformers import Llama4Config
+
+    os.makedirs(path, exist_ok=True)
+    images = ["<|image_start|>", "<|image_end|>", "<|image|>", "<|patch|>", "<|tile_x_separator|>"]
+    special = ["<|begin_of_text|>", "<|eot|>", *images, "<|tile_y_separator|>"]
+    vocab = tokenizer(path, special, "<|begin_of_text|>", "<|eot|>")
+    text = TEXT | {"model_type": "llama4_text", "head_dim": 16, "intermediate_size_mlp": 64}
+    text |= {"num_local_experts": 2, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1}
+    text |= {"attention_chunk_size": 8192, "max_position_embeddings": 32768}
+    vision = VISION | {"model_type": "llama4_vision_model", "image_size": 336, "patch_size": 14}
+    vision |= {"pixel_shuffle_ratio": 0.5, "vision_output_dim": 32, "projector_input_dim": 32}
+    vision |= {"projector_output_dim": 32}
+    config = Llama4Config(
+        text_config=text,
+        vision_config=vision,
+        boi_token_index=vocab["<|image_start|>"],
+        eoi_token_index=vocab["<|image_end|>"],
+        image_token_index=vocab["<|image|>"],
+    )
+    config.architectures = ["Llama4ForConditionalGeneration"]
+    config.save_pretrained(path)
+    preprocessor = {"image_processor_type": "Llama4ImageProcessorFast", "processor_class": "Llama4Processor"}
+    preprocessor |= {"size": {"height": 336, "width": 336}, "max_patches": 16, "resize_to_max_canvas": False}
+    preprocessor |= {"resample": 2, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+    dump(path, "preprocessor_config.json", preprocessor | {"rescale_factor": 1 / 255})
+    dump(path, "processor_config.json", {"processor_class": "Llama4Processor", "patch_size": 14})
+
+
 WRITERS = {
     "llava": write_llava,
     "paligemma": write_paligemma,
@@ -412,10 +446,12 @@ WRITERS = {
     "pixtral_llava": functools.partial(
         write_pixtral, architecture="LlavaForConditionalGeneration", longest_edge=1024, patch=16, merge=1
     ),
+    "llama4": write_llama4,
 }
 # vLLM's InternVL processor's per-request kwargs: fewer tiles; exactly two (a 5:4 image is equally close to
 # 1x2 and 2x1: vLLM's order of the grids decides); one tile (no dynamic size).
-# Gemma 3's pan and scan, asked per request; InternVL3's tile limits (transformers' format), per request.
+# Gemma 3's pan and scan, asked per request; InternVL3's tile limits (transformers' format), per request;
+# Llama 4's tile limit and its largest-canvas rule, per request.
 REQUEST_KWARGS = {
     "internvl_chat": [
         {"max_dynamic_patch": 4},
@@ -425,6 +461,7 @@ REQUEST_KWARGS = {
     "gemma3": [{"do_pan_and_scan": True}],
     "internvl": [{"max_patches": 4}, {"min_patches": 2, "max_patches": 4}],
     "mistral3": [{"size": {"longest_edge": 448}}],
+    "llama4": [{"max_patches": 4}, {"resize_to_max_canvas": True}],
 }
 
 

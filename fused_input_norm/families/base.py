@@ -9,7 +9,10 @@ A family (one transformers image processor, with its Fast and Pil spellings) is 
   plan(settings, shapes, where) -> Plan  every output size and slot decided from the images' shapes alone,
 and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sample (a nested group of
   several, a 4-D batch) is not reproduced (the adapter hands it to transformers), as its processor treats
-  such images otherwise.
+  such images otherwise;
+TORCHVISION_ONLY = True: transformers has no Pil backend for it, and reference "pil" is refused;
+normalize_steps(settings) -> torch.dtype | None: the dtype transformers rescales and then normalizes in,
+  rounding after each step (Llama 4's bfloat16), where it does so; absent or None: the one float32 affine.
 The core (processor.py) decodes, allocates Plan.shape once, runs the fused resize + normalize + layout
 kernel once per Job into its slots, zeroes Plan.zero (slot ranges or boxes of them), and returns
 pixel_values with Plan.extras.
