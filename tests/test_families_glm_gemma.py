@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import RecordOps, requires_cuda
+from family_checks import FP32_ATOL, as_input, assert_same, forbid_upstream, photo
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm import config as configs
@@ -28,7 +29,6 @@ skimage_data = pytest.importorskip("skimage.data", reason="scikit-image (real ph
 Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed")
 glm_hf = pytest.importorskip("transformers.models.glm4v.image_processing_glm4v")
 
-FP32_ATOL = 1e-6
 GLM = (transformers.Glm4vImageProcessorPil, transformers.Glm4vImageProcessor)
 GEMMA3 = (transformers.Gemma3ImageProcessorPil, transformers.Gemma3ImageProcessor)
 REFERENCES = ["pil", "torchvision"]
@@ -64,10 +64,6 @@ PAN_AND_SCAN = {
     "pan_and_scan_max_num_crops": 4,
     "pan_and_scan_min_ratio_to_activate": 1.2,
 }
-
-
-def photo(name: str) -> np.ndarray:
-    return np.ascontiguousarray(getattr(skimage_data, name)())
 
 
 def shapes_photos() -> dict[str, np.ndarray]:
@@ -109,48 +105,9 @@ def case_images(case: str) -> list[np.ndarray]:
     return [PHOTOS[case]]
 
 
-def hf_input(reference: str, hwc: np.ndarray):
-    """Each backend's native input: a PIL image for the Pil classes, a uint8 [C, H, W] tensor otherwise."""
-    if reference == "pil":
-        return Image.fromarray(hwc)
-    return torch.from_numpy(hwc).permute(2, 0, 1).contiguous()
-
-
 def upstream(classes: tuple, reference: str, config: dict):
     pil_class, tv_class = classes
     return (pil_class if reference == "pil" else tv_class)(**config)
-
-
-def forbid_upstream_preprocess(monkeypatch, adapter) -> None:
-    """A call handed back to transformers fails the test instead of passing on transformers' own answer."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"handed back to transformers: {sorted(adapter._logged)}")
-
-    monkeypatch.setattr(adapter.upstream, "preprocess", refuse)
-    monkeypatch.setattr(adapter.upstream, "_preprocess", refuse)
-
-
-def assert_same(got, expected, label: str) -> str:
-    """Every key, shape and dtype transformers returns; pixel_values (or pixel_values_videos) equal (uint8) or
-    within 1e-6 (float32); the other keys equal. Returns the table cell: the max abs diff, or "equal"."""
-    assert set(got) == set(expected), (set(got), set(expected))
-    pixels = next(key for key in expected if key.startswith("pixel_values"))
-    for key in expected:
-        have, want = got[key], expected[key]
-        assert type(have) is type(want) is torch.Tensor, (key, type(have), type(want))
-        assert have.dtype == want.dtype and have.shape == want.shape, (key, have.dtype, want.dtype, have.shape)
-        if key != pixels or want.dtype == torch.uint8:
-            assert torch.equal(have, want), key
-    pv, ref = got[pixels], expected[pixels]
-    if ref.dtype == torch.uint8:
-        cell = "equal"
-    else:
-        diff = float((pv.double() - ref.double()).abs().max())
-        assert diff <= FP32_ATOL, f"{label}: max |diff| {diff}"
-        cell = f"{diff:.3g}" if diff else "equal"
-    print(f"EQUALITY {label}: {cell} {tuple(ref.shape)} {ref.dtype}")
-    return cell
 
 
 # ----- the adapter over transformers' processor, both backends -----
@@ -187,9 +144,9 @@ def _check_adapter(monkeypatch, family, classes, config, kwargs, case, reference
         kwargs = {**kwargs, "do_rescale": False, "do_normalize": False}
     theirs = upstream(classes, reference, config)
     ours = FusedHFImageProcessor(upstream(classes, reference, config))
-    images = [hf_input(reference, hwc) for hwc in case_images(case)]
+    images = [as_input(reference, hwc) for hwc in case_images(case)]
     expected = theirs(images, return_tensors="pt", **kwargs)
-    forbid_upstream_preprocess(monkeypatch, ours)
+    forbid_upstream(monkeypatch, ours)
     got = ours(images, return_tensors="pt", **kwargs)
     if family.startswith("gemma3-pas") and case in ("wide", "tall", "panorama", "gemma-multiple", "batch"):
         assert expected["num_crops"].sum() > 0  # pan and scan did cut these
@@ -214,7 +171,7 @@ def test_gray_palette_and_rgba_images_are_converted_as_transformers_does(monkeyp
     ]
     expected = upstream(classes, reference, config)(images, return_tensors="pt", **kwargs)
     ours = FusedHFImageProcessor(upstream(classes, reference, config))
-    forbid_upstream_preprocess(monkeypatch, ours)
+    forbid_upstream(monkeypatch, ours)
     assert_same(ours(images, return_tensors="pt", **kwargs), expected, f"{family} {reference} gray-palette-rgba")
 
 
@@ -225,10 +182,10 @@ def test_without_resize_matches_transformers(monkeypatch, classes, reference, dt
     """do_resize off: GLM-4V's rows of an image already a multiple of 28, Gemma 3's images of one size as
     they are (two of the same photo)."""
     kwargs = {"do_resize": False} | ({"do_rescale": False, "do_normalize": False} if dtype == "uint8" else {})
-    images = [hf_input(reference, PHOTOS["glm-multiple"])] * 2
+    images = [as_input(reference, PHOTOS["glm-multiple"])] * 2
     expected = upstream(classes, reference, {})(images, return_tensors="pt", **kwargs)
     ours = FusedHFImageProcessor(upstream(classes, reference, {}))
-    forbid_upstream_preprocess(monkeypatch, ours)
+    forbid_upstream(monkeypatch, ours)
     got = ours(images, return_tensors="pt", **kwargs)
     assert_same(got, expected, f"{'glm4v' if classes is GLM else 'gemma3'} {reference} unresized {dtype}")
 
@@ -243,7 +200,7 @@ def test_cuda_calls_equal_the_same_calls_on_the_cpu(family, dtype):
     if dtype == "uint8":
         kwargs = {**kwargs, "do_rescale": False, "do_normalize": False}
     ours = FusedHFImageProcessor(upstream(classes, "torchvision", config))
-    images = [hf_input("torchvision", hwc) for hwc in case_images("batch")]
+    images = [as_input("torchvision", hwc) for hwc in case_images("batch")]
     on_cpu = ours(images, return_tensors="pt", **kwargs)
     on_gpu = ours(images, return_tensors="pt", device="cuda", **kwargs)
     assert not ours._logged, ours._logged
@@ -259,7 +216,7 @@ def test_pil_backend_without_return_tensors_gives_arrays_as_the_adapter_does(mon
     ours = FusedHFImageProcessor(upstream(GEMMA3, "pil", GEMMA3_CHECKPOINT))
     images = [Image.fromarray(PHOTOS["wide"])]
     expected = theirs(images, return_tensors="pt", **PAN_AND_SCAN)
-    forbid_upstream_preprocess(monkeypatch, ours)
+    forbid_upstream(monkeypatch, ours)
     got = ours(images, **PAN_AND_SCAN)
     assert type(got["pixel_values"]) is type(got["num_crops"]) is np.ndarray
     assert got["num_crops"].tolist() == expected["num_crops"].tolist() == [2]
@@ -289,7 +246,7 @@ def test_processor_from_config_matches_transformers(classes, config, reference):
     assert processor.settings.kind == ("glm4v" if classes is GLM else "gemma3")
     keys = {k: v for k, v in config.items() if k not in ("image_processor_type", "processor_class")}
     photos = case_images("batch")
-    expected = upstream(classes, reference, keys)([hf_input(reference, p) for p in photos], return_tensors="pt")
+    expected = upstream(classes, reference, keys)([as_input(reference, p) for p in photos], return_tensors="pt")
     got = processor([Image.fromarray(p) for p in photos] if reference == "pil" else photos)
     assert_same(
         got, expected, f"{processor.settings.kind} {reference} from-config {config.get('image_processor_type')}"
@@ -423,7 +380,7 @@ def test_an_image_glm_refuses_is_named_before_any_kernel():
         == upstream(GLM, "pil", {})(Image.fromarray(thin))["image_grid_thw"].tolist()
     )
     with pytest.raises(ValueError, match="absolute aspect ratio"):
-        upstream(GLM, "torchvision", {})([hf_input("torchvision", too_thin)])
+        upstream(GLM, "torchvision", {})([as_input("torchvision", too_thin)])
     with RecordOps() as recorded, pytest.raises(ValueError) as raised:
         processor([thin, too_thin])
     assert "FusedImageProcessor: images[1] of size 10x3000: absolute aspect ratio" in str(raised.value)
@@ -511,7 +468,7 @@ def test_calls_it_does_not_reproduce_go_to_transformers(caplog):
     in transformers."""
     theirs = upstream(GEMMA3, "torchvision", GEMMA3_CHECKPOINT)
     ours = FusedHFImageProcessor(upstream(GEMMA3, "torchvision", GEMMA3_CHECKPOINT))
-    images = [hf_input("torchvision", PHOTOS["tiny"])]
+    images = [as_input("torchvision", PHOTOS["tiny"])]
     with caplog.at_level(logging.INFO):
         for kwargs in ({**PAN_AND_SCAN, "do_resize": False}, {"size": {"shortest_edge": 64}}):
             got, expected = ours(images, return_tensors="pt", **kwargs), theirs(images, return_tensors="pt", **kwargs)

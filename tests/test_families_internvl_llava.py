@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import RecordOps
+from family_checks import as_input, assert_same, forbid_upstream, photo
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm.families import got_ocr2, llava_onevision
@@ -24,7 +25,6 @@ Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed")
 got_tv = pytest.importorskip("transformers.models.got_ocr2.image_processing_got_ocr2")
 hf_utils = pytest.importorskip("transformers.image_processing_utils")
 
-FP32_ATOL = 1e-6
 BACKENDS = {"torchvision": transformers.GotOcr2ImageProcessor, "pil": transformers.GotOcr2ImageProcessorPil}
 # An InternVL3 "-hf" checkpoint's preprocessor_config.json as transformers saves it (its processor passes
 # crop_to_patches=True on every call; the config itself leaves it off).
@@ -48,10 +48,6 @@ INTERNVL3_HF = {
 }
 
 
-def photo(name: str) -> np.ndarray:
-    return np.ascontiguousarray(getattr(skimage_data, name)())
-
-
 def photos() -> dict[str, np.ndarray]:
     """Real photos: wide, tall (a wide one turned), square, tiny, exactly 1 x 1 and 2 x 1 tiles of 448."""
     astronaut = photo("astronaut")  # 512 x 512
@@ -65,35 +61,6 @@ def photos() -> dict[str, np.ndarray]:
         "tile-448": tile.copy(),
         "tiles-896x448": np.ascontiguousarray(np.concatenate([tile, tile[::-1]], axis=0)),
     }
-
-
-def as_input(backend: str, hwc: np.ndarray):
-    """Each backend's native input: a PIL image for the Pil class, a CPU uint8 [C, H, W] tensor otherwise."""
-    return Image.fromarray(hwc) if backend == "pil" else torch.from_numpy(hwc).permute(2, 0, 1).contiguous()
-
-
-def forbid_upstream(monkeypatch, adapter):
-    """A call handed back to transformers fails the test, instead of passing on transformers' own answer."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"handed back to transformers: {sorted(adapter._logged)}")
-
-    monkeypatch.setattr(adapter.upstream, "preprocess", refuse)
-    monkeypatch.setattr(adapter.upstream, "_preprocess", refuse)
-
-
-def assert_same(got, expected, label: str) -> None:
-    """Every key, with the same shape and dtype; integer outputs and uint8 pixels equal, float32 within 1e-6."""
-    assert set(got) == set(expected), (label, set(got), set(expected))
-    for key, want in expected.items():
-        have = got[key].cpu()
-        assert have.dtype == want.dtype and have.shape == want.shape, (label, key, have.shape, want.shape)
-        if have.dtype == torch.float32:
-            diff = float((have - want).abs().max()) if want.numel() else 0.0
-            print(f"{label} {key} {tuple(want.shape)}: max |diff| {diff:.3g}")
-            assert diff <= FP32_ATOL, (label, key, diff)
-        else:
-            assert torch.equal(have, want), (label, key)
 
 
 # ----- the tile grid and the count of tiles, against transformers' own functions -----

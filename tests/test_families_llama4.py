@@ -15,6 +15,7 @@ import logging
 import numpy as np
 import pytest
 import torch
+from family_checks import as_input, assert_same, forbid_upstream, photo
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm.families import llama4
@@ -27,7 +28,6 @@ hf_llama4 = pytest.importorskip(
     "transformers.models.llama4.image_processing_llama4", reason="transformers' Llama 4 needs torchvision"
 )
 
-FP32_ATOL = 1e-6
 HF = hf_llama4.Llama4ImageProcessor
 # meta-llama/Llama-4-Scout-17B-16E-Instruct's preprocessor_config.json, less its type keys.
 LLAMA4_CHECKPOINT = {
@@ -51,10 +51,6 @@ TYPE_KEYS = {"image_processor_type": "Llama4ImageProcessorFast", "processor_clas
 UINT8 = {"do_rescale": False, "do_normalize": False}
 
 
-def photo(name: str) -> np.ndarray:
-    return np.ascontiguousarray(getattr(skimage_data, name)())
-
-
 def photos() -> dict[str, np.ndarray]:
     """Real photos in the shapes that take each branch: downscaled onto a canvas (wide, tall, 1080p), upscaled
     (tiny, square), elongated (one row of tiles), exactly one tile (no global tile) and exactly 2 x 3 tiles."""
@@ -74,40 +70,6 @@ def photos() -> dict[str, np.ndarray]:
 
 
 PHOTOS = photos()
-
-
-def as_input(hwc: np.ndarray) -> torch.Tensor:
-    """The torchvision backend's native input: a CPU uint8 [C, H, W] tensor."""
-    return torch.from_numpy(hwc).permute(2, 0, 1).contiguous()
-
-
-def forbid_upstream(monkeypatch, adapter) -> None:
-    """A call handed back to transformers fails the test, instead of passing on transformers' own answer."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"handed back to transformers: {sorted(adapter._logged)}")
-
-    monkeypatch.setattr(adapter.upstream, "preprocess", refuse)
-    monkeypatch.setattr(adapter.upstream, "_preprocess", refuse)
-
-
-def assert_same(got, expected, label: str) -> str:
-    """Every key, shape and dtype; float32 pixel_values within 1e-6, every other output (bfloat16 pixel_values,
-    bytes, aspect_ratios) equal. Returns the table cell."""
-    assert set(got) == set(expected), (label, set(got), set(expected))
-    for key, want in expected.items():
-        have = got[key].cpu()
-        assert have.dtype == want.dtype and have.shape == want.shape, (label, key, have.dtype, have.shape, want.shape)
-        if key == "pixel_values" and want.dtype == torch.float32:
-            diff = float((have.double() - want.double()).abs().max())
-            assert diff <= FP32_ATOL, (label, diff)
-        else:
-            assert torch.equal(have, want), (label, key, int((have != want).sum()))
-    pv, ref = got["pixel_values"].cpu(), expected["pixel_values"]
-    diff = float((pv.double() - ref.double()).abs().max())
-    cell = f"{diff:.3g}" if diff else "equal"
-    print(f"EQUALITY llama4 torchvision {label}: {cell} {tuple(ref.shape)} {ref.dtype}")
-    return cell
 
 
 # ----- the sizes, against transformers' own functions -----
@@ -195,7 +157,7 @@ def test_adapter_on_each_photo_and_a_batch_equals_transformers(monkeypatch, name
     """Each photo alone, then all of them (and one twice) in one call; the bytes on the batch."""
     kwargs = UINT8 if dtype == "uint8" else {}
     hwcs = [*PHOTOS.values(), PHOTOS["wide-coffee"]] if name == "batch" else [PHOTOS[name]]
-    images = [as_input(hwc) for hwc in hwcs]
+    images = [as_input("torchvision", hwc) for hwc in hwcs]
     expected = HF(**LLAMA4_CHECKPOINT)(images, return_tensors="pt", **kwargs)
     ours = FusedHFImageProcessor(HF(**LLAMA4_CHECKPOINT))
     forbid_upstream(monkeypatch, ours)
@@ -225,7 +187,7 @@ CASES = {
 def test_adapter_with_other_settings_equals_transformers(monkeypatch, case):
     """A batch of a downscaled, an upscaled and an exactly tiled photo."""
     config, kwargs = CASES[case]
-    images = [as_input(PHOTOS[name]) for name in ("wide-coffee", "tiny", "tiles-672x1008")]
+    images = [as_input("torchvision", PHOTOS[name]) for name in ("wide-coffee", "tiny", "tiles-672x1008")]
     expected = HF(**config)(images, return_tensors="pt", **kwargs)
     ours = FusedHFImageProcessor(HF(**config))
     forbid_upstream(monkeypatch, ours)
@@ -236,7 +198,7 @@ def test_calls_it_does_not_reproduce_go_to_transformers(caplog):
     """Rescale without normalize (transformers returns float32 then: x * factor), normalize without rescale
     (transformers fails on the bytes) and do_resize off (transformers refuses it): handed to transformers,
     each logged once; the first gives transformers' answer."""
-    image = [as_input(PHOTOS["wide-coffee"])]
+    image = [as_input("torchvision", PHOTOS["wide-coffee"])]
     ours = FusedHFImageProcessor(HF(**LLAMA4_CHECKPOINT))
     with caplog.at_level(logging.INFO):
         got = ours(image, return_tensors="pt", do_normalize=False)
@@ -284,7 +246,7 @@ def test_from_preprocessor_config_equals_the_class_built_from_it(visual_dtype):
     encoded = io.BytesIO()
     Image.fromarray(hwcs[3]).save(encoded, format="PNG")
     kwargs = UINT8 if visual_dtype == torch.uint8 else {}
-    expected = HF(**LLAMA4_CHECKPOINT)([as_input(p) for p in hwcs], return_tensors="pt", **kwargs)
+    expected = HF(**LLAMA4_CHECKPOINT)([as_input("torchvision", p) for p in hwcs], return_tensors="pt", **kwargs)
     if visual_dtype == torch.float32:
         expected["pixel_values"] = expected["pixel_values"].float()
     got = processor([Image.fromarray(hwcs[0]), hwcs[1], hwcs[2], encoded.getvalue()], visual_dtype)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import RecordOps, requires_cuda
+from family_checks import as_input, assert_same, forbid_upstream, photo
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm import config as configs
@@ -29,7 +30,6 @@ Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed")
 pixtral_tv = pytest.importorskip("transformers.models.pixtral.image_processing_pixtral")
 pixtral_pil = pytest.importorskip("transformers.models.pixtral.image_processing_pil_pixtral")
 
-FP32_ATOL = 1e-6
 BACKENDS = {"torchvision": transformers.PixtralImageProcessor, "pil": transformers.PixtralImageProcessorPil}
 # mistralai/Mistral-Small-3.1-24B-Instruct-2503's preprocessor_config.json (less its type keys): patch 14,
 # longest edge 1540. Its PixtralProcessor (spatial_merge_size 2) passes patch_size=28 on every call.
@@ -50,10 +50,6 @@ MISTRAL_SMALL = {
 UINT8 = {"do_rescale": False, "do_normalize": False}
 
 
-def photo(name: str) -> np.ndarray:
-    return np.ascontiguousarray(getattr(skimage_data, name)())
-
-
 def photos() -> dict[str, np.ndarray]:
     """Real photos in the shapes that take every branch: smaller than the bound (rounded up only), larger
     (scaled down, then rounded up), tiny, thin, exactly patch multiples, 1080p."""
@@ -69,38 +65,6 @@ def photos() -> dict[str, np.ndarray]:
 
 
 PHOTOS = photos()
-
-
-def as_input(backend: str, hwc: np.ndarray):
-    """Each backend's native input: a PIL image for the Pil class, a CPU uint8 [C, H, W] tensor otherwise."""
-    return Image.fromarray(hwc) if backend == "pil" else torch.from_numpy(hwc).permute(2, 0, 1).contiguous()
-
-
-def forbid_upstream(monkeypatch, adapter):
-    """A call handed back to transformers fails the test, instead of passing on transformers' own answer."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"handed back to transformers: {sorted(adapter._logged)}")
-
-    monkeypatch.setattr(adapter.upstream, "preprocess", refuse)
-    monkeypatch.setattr(adapter.upstream, "_preprocess", refuse)
-
-
-def assert_same(got, expected, label: str) -> None:
-    """Every key transformers returns, with its shape and dtype; image_sizes and uint8 pixels equal, float32
-    within 1e-6 (the padding included: 0 in both)."""
-    assert set(got) == set(expected), (label, set(got), set(expected))
-    for key, want in expected.items():
-        have = got[key].cpu()
-        assert have.dtype == want.dtype and have.shape == want.shape, (label, key, have.shape, want.shape)
-        if have.dtype == torch.float32:
-            diff = float((have - want).abs().max()) if want.numel() else 0.0
-            print(f"EQUALITY pixtral {label} {key} {tuple(want.shape)}: max |diff| {diff:.3g}")
-            assert diff <= FP32_ATOL, (label, key, diff)
-        else:
-            assert torch.equal(have, want), (label, key)
-            if key == "pixel_values":
-                print(f"EQUALITY pixtral {label} {key} {tuple(want.shape)}: equal")
 
 
 # ----- the resized size, against transformers' own function -----
