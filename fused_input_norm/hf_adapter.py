@@ -228,20 +228,36 @@ class FusedHFImageProcessor(_Adapter):
         except (TypeError, RuntimeError):
             return f"device={device!r}"
         processor = self._processor(config, device)
-        out = processor(list(flat), visual_dtype=torch.uint8 if raw else torch.float32)
-        if raw and self.reference == "pil" and families.FAMILIES[configs.kind_of(config)].PIL_BYTES_AS_FLOAT:
+        # A family laid out per sample reads the call's nesting (transformers' nested list of images).
+        out = processor(
+            images if getattr(family, "BY_SAMPLE", False) else list(flat),
+            visual_dtype=torch.uint8 if raw else torch.float32,
+        )
+        if raw and _bytes_as_float(family, self.reference, out):
             out["pixel_values"] = out["pixel_values"].float()
+        # Python lists (Idefics3's rows and cols) are added as transformers adds them: after the conversion.
+        lists = {key: value for key, value in out.items() if not isinstance(value, torch.Tensor)}
+        out = {key: value for key, value in out.items() if key not in lists}
         if return_tensors is None and self.reference == "pil":  # and NumPy arrays unless asked for tensors
             out = {key: value.cpu().numpy() for key, value in out.items()}
         from transformers import BatchFeature
 
-        return BatchFeature(data=out, tensor_type=return_tensors)
+        feature = BatchFeature(data=out, tensor_type=return_tensors)
+        feature.update(lists)
+        return feature
 
     def _processor(self, config: dict, device: torch.device) -> FusedImageProcessor:
         return self._processors.get(
             (repr(sorted(config.items())), str(device)),
             lambda: FusedImageProcessor.from_preprocessor_config(config, device=device, reference=self.reference),
         )
+
+
+def _bytes_as_float(family: Any, reference: str, out: Mapping) -> bool:
+    """Whether upstream returns the resized bytes (do_rescale and do_normalize off) as float32 values."""
+    if hasattr(family, "bytes_as_float"):  # where it depends on the backend and the call
+        return family.bytes_as_float(reference, out)
+    return reference == "pil" and family.PIL_BYTES_AS_FLOAT
 
 
 def _flat(images: Any) -> list:

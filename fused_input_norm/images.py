@@ -44,6 +44,24 @@ def as_list(images: Any, where: str) -> list:
     return images
 
 
+def samples(images: Any, count: int, where: str) -> list[int]:
+    """How many of the `count` images as_list makes of `images` each sample holds, as transformers'
+    make_nested_list_of_images groups them: one sample per inner list of a list of lists (empty ones too) and
+    per 4-D batch of a list of them; one sample for a flat list, a 4-D batch or one image."""
+    if isinstance(images, list | tuple) and images and all(isinstance(group, list | tuple) for group in images):
+        groups = [len(group) for group in images]
+    elif isinstance(images, list | tuple) and images and all(getattr(item, "ndim", None) == 4 for item in images):
+        groups = [len(batch) for batch in images]
+    else:
+        groups = [count]
+    if sum(groups) != count:
+        raise ValueError(
+            f"{where}: images mixes 4-D batches with single images or nests deeper than a list of lists: not "
+            f"grouped into samples as transformers groups them"
+        )
+    return groups
+
+
 DECODERS = ("exact", "nvjpeg")
 
 

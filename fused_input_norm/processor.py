@@ -123,39 +123,51 @@ class FusedImageProcessor:
             if isinstance(item, torch.Tensor):
                 check_strided(_WHERE, image_name(i, len(items)), item)
         decoded = intake.decode_all(items, self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder)
-        plan = families.FAMILIES[s.kind].plan(s, [image.shape[-2:] for image, _ in decoded], _WHERE)
+        family = families.FAMILIES[s.kind]
+        shapes = [image.shape[-2:] for image, _ in decoded]
+        if getattr(family, "BY_SAMPLE", False):
+            plan = family.plan(s, shapes, _WHERE, intake.samples(images, len(items), _WHERE))
+        else:
+            plan = family.plan(s, shapes, _WHERE)
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
         weight, bias = norm.affine_constants(self.device, _WHERE)
         check_output_size(_WHERE, "pixel_values", plan.shape, visual_dtype)
+        moved = (None, None)  # the call's image last moved to the device, and its pixels there
+        stages = []  # uint8 [C, h, w] on the device: image len(decoded) + k is stages[k]
+
+        def pixels(index: int) -> torch.Tensor:
+            nonlocal moved
+            if index >= len(decoded):
+                return stages[index - len(decoded)]
+            if moved[0] != index:  # a family's jobs of one image come together: each image moves once
+                image, source = decoded[index]
+                moved = index, intake.to_device_rgb(image, source, self.device, s.do_convert_rgb, self.reference)
+            return moved[1]
+
+        byte_weight, byte_bias = self._bytes.affine_constants(self.device, _WHERE)
+        for stage in plan.stages:  # each the reference's uint8 bytes: the identity affine, a uint8 output
+            source = pixels(stage.image)
+            scratch = torch.empty((source.shape[0], *stage.size), dtype=torch.uint8, device=self.device)
+            self._resize(scratch[None], source, stage.box, byte_weight, byte_bias, stage.size, (0, 0, *stage.size))
+            stages.append(scratch)
         out = output_pool.empty(plan.shape, visual_dtype, self.device)
         slots = out.flatten(0, plan.slot_dims - 1)
-        pixels, current = None, None
         for job in plan.jobs:
-            if job.image != current:  # a family's jobs of one image come together: each image moves once
-                image, source = decoded[job.image]
-                pixels = intake.to_device_rgb(image, source, self.device, s.do_convert_rgb, self.reference)
-                current = job.image
-            box = pixels
-            if job.box is not None:
-                top, left, height, width = job.box
-                box = pixels[:, top : top + height, left : left + width]
             start, stop = job.slots
             dest = slots[start:stop]
             if job.patches:  # the slots are rows: one patch (or tile) of the resized box each
                 dest = dest.view(stop - start, -1)
-            resize_into(
-                dest,
-                box[None],
-                weight,
-                bias,
-                job.size,
-                job.crop,
-                s.resample,
-                self.reference,
-                self._plans,
-                job.patches,
-                pad=job.pad,
-            )
+            self._resize(dest, pixels(job.image), job.box, weight, bias, job.size, job.crop, job.patches, job.pad)
         for start, stop in plan.zero:
             slots[start:stop].zero_()
         return {"pixel_values": out, **plan.extras}
+
+    def _resize(self, dest, pixels, box, weight, bias, size, crop, patches=(), pad=()) -> None:
+        """One fused kernel: the box (None: all) of the [C, H, W] pixels resized to size, cropped, into dest."""
+        if box is not None:
+            top, left, height, width = box
+            pixels = pixels[:, top : top + height, left : left + width]
+        s = self.settings
+        resize_into(
+            dest, pixels[None], weight, bias, size, crop, s.resample, self.reference, self._plans, patches, pad=pad
+        )

@@ -9,9 +9,21 @@ A family (one transformers image processor, with its Fast and Pil spellings) is 
   plan(settings, shapes, where) -> Plan  every output size and slot decided from the images' shapes alone,
 and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sample (a nested group of
   several, a 4-D batch) is not reproduced (the adapter hands it to transformers), as its processor treats
-  such images otherwise.
-The core (processor.py) decodes, allocates Plan.shape once, runs the fused resize + normalize + layout
-kernel once per Job into its slots, zeroes Plan.zero, and returns pixel_values with Plan.extras.
+  such images otherwise;
+  BY_SAMPLE = True: plan(settings, shapes, where, samples) is also given how many images each sample of the
+  call holds (transformers' nested list of images: images.samples), for outputs laid out per sample;
+  bytes_as_float(reference, outputs) -> bool: whether the backend returns the resized bytes as float32, where
+  that depends on the backend or the call (it then overrides PIL_BYTES_AS_FLOAT).
+The core (processor.py) decodes, computes Plan.stages in order, allocates Plan.shape once, runs the fused
+resize + normalize + layout kernel once per Job into its slots, zeroes Plan.zero, and returns pixel_values with
+Plan.extras.
+
+Stages are for processors that resize in steps, each step's uint8 bytes the next one's input (Idefics3:
+the longest edge, then multiples of the tile, then the crops and the global image of that): a Stage is an
+image (or an earlier stage) resized to its size and kept as uint8 [C, h, w], exactly the reference's bytes
+(the same kernel with the identity affine and a uint8 output), and stage k is image len(images) + k to later
+stages and to the jobs. A job whose size is its box's own size copies that box exactly (no resampling pass
+runs): crops of a stage are jobs of the stage at its own size.
 
 Imports nothing from the package but checks and geometry: config.py, processor.py and the adapters read the families.
 """
@@ -62,7 +74,7 @@ COMMON_DEFAULTS = {
 class Job:
     """One run of the fused kernel: a box of one image, resized, cropped, written into output slots."""
 
-    image: int  # which image of the call
+    image: int  # which image of the call (len(images) + k: Plan.stages[k])
     size: tuple[int, int]  # the (box of the) image resized to this
     crop: tuple[int, int, int, int]  # (top, left, height, width) of the resized image that is written
     slots: tuple[int, int]  # [start, stop) along the output's slot axis (Plan.slot_dims flattened)
@@ -74,6 +86,15 @@ class Job:
 
 
 @dataclasses.dataclass(frozen=True)
+class Stage:
+    """An intermediate image: a box of an image (or of an earlier stage) resized to `size`, kept as uint8."""
+
+    image: int  # the call's image i, or len(images) + k: stage k (an earlier one)
+    size: tuple[int, int]
+    box: tuple[int, int, int, int] | None = None  # (top, left, height, width) of the source; None: all of it
+
+
+@dataclasses.dataclass(frozen=True)
 class Plan:
     """A call's output: pixel_values' shape, the jobs that fill it, the slots left zero, the other outputs."""
 
@@ -82,6 +103,7 @@ class Plan:
     extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     slot_dims: int = 1  # the leading dims of `shape` that number the slots
     zero: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # slot ranges set to 0 (batch padding)
+    stages: list[Stage] = dataclasses.field(default_factory=list)  # images len(images) + k, before the jobs
 
 
 def side(where: str, name: str, value: object) -> int:
