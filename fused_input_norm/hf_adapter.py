@@ -233,7 +233,9 @@ class FusedHFImageProcessor(_Adapter):
             images if getattr(family, "BY_SAMPLE", False) else list(flat),
             visual_dtype=torch.uint8 if raw else torch.float32,
         )
-        if raw and _bytes_as_float(family, self.reference, out):
+        if hasattr(family, "as_upstream"):
+            out = family.as_upstream(self.reference, out, raw)
+        elif raw and self.reference == "pil" and family.PIL_BYTES_AS_FLOAT:
             out["pixel_values"] = out["pixel_values"].float()
         # Python lists (Idefics3's rows and cols) are added as transformers adds them: after the conversion.
         lists = {key: value for key, value in out.items() if not isinstance(value, torch.Tensor)}
@@ -251,13 +253,6 @@ class FusedHFImageProcessor(_Adapter):
             (repr(sorted(config.items())), str(device)),
             lambda: FusedImageProcessor.from_preprocessor_config(config, device=device, reference=self.reference),
         )
-
-
-def _bytes_as_float(family: Any, reference: str, out: Mapping) -> bool:
-    """Whether upstream returns the resized bytes (do_rescale and do_normalize off) as float32 values."""
-    if hasattr(family, "bytes_as_float"):  # where it depends on the backend and the call
-        return family.bytes_as_float(reference, out)
-    return reference == "pil" and family.PIL_BYTES_AS_FLOAT
 
 
 def _flat(images: Any) -> list:

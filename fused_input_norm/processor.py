@@ -119,16 +119,14 @@ class FusedImageProcessor:
         if isinstance(images, torch.Tensor):  # a batch: checked before it is split into images
             check_strided(_WHERE, "images", images)
         items = intake.as_list(images, _WHERE)
+        family = families.FAMILIES[s.kind]
+        samples = intake.samples(images, _WHERE) if getattr(family, "BY_SAMPLE", False) else None
         for i, item in enumerate(items):
             if isinstance(item, torch.Tensor):
                 check_strided(_WHERE, image_name(i, len(items)), item)
         decoded = intake.decode_all(items, self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder)
-        family = families.FAMILIES[s.kind]
         shapes = [image.shape[-2:] for image, _ in decoded]
-        if getattr(family, "BY_SAMPLE", False):
-            plan = family.plan(s, shapes, _WHERE, intake.samples(images, len(items), _WHERE))
-        else:
-            plan = family.plan(s, shapes, _WHERE)
+        plan = family.plan(s, shapes, _WHERE) if samples is None else family.plan(s, shapes, _WHERE, samples)
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
         weight, bias = norm.affine_constants(self.device, _WHERE)
         check_output_size(_WHERE, "pixel_values", plan.shape, visual_dtype)

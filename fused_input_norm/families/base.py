@@ -12,8 +12,8 @@ and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sam
   such images otherwise;
   BY_SAMPLE = True: plan(settings, shapes, where, samples) is also given how many images each sample of the
   call holds (transformers' nested list of images: images.samples), for outputs laid out per sample;
-  bytes_as_float(reference, outputs) -> bool: whether the backend returns the resized bytes as float32, where
-  that depends on the backend or the call (it then overrides PIL_BYTES_AS_FLOAT).
+  as_upstream(reference, outputs, raw) -> outputs: the outputs as that backend of transformers returns them,
+  where that depends on more than PIL_BYTES_AS_FLOAT says (the adapter then calls it instead).
 The core (processor.py) decodes, computes Plan.stages in order, allocates Plan.shape once, runs the fused
 resize + normalize + layout kernel once per Job into its slots, zeroes Plan.zero, and returns pixel_values with
 Plan.extras.

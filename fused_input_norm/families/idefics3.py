@@ -13,7 +13,8 @@ sample, C, tile, tile], float32 (the resized bytes as float32 values from the to
 Pil one too where a sample is padded, else uint8), the slots past a sample's own zero;
 pixel_attention_mask int64 [samples, most images, tile, tile] (1 on a sample's own slots, 0 on padding);
 with return_row_col_info, rows and cols: each image's tile rows and columns per sample, Python lists (0, 0
-where it was not split). Samples are transformers' nested list of images (images.samples).
+where it was not split), as the Pil backend lists them (the adapter gives each backend's: as_upstream).
+Samples are transformers' nested list of images (images.samples).
 do_pad off (a list of tensors, or a stack only where the samples match) is not reproduced."""
 
 import math
@@ -27,7 +28,7 @@ from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, Stage
 KIND = "idefics3"
 TYPES = ("Idefics3ImageProcessor", "SmolVLMImageProcessor")
 PROCESSOR_CLASSES = ("Idefics3Processor", "SmolVLMProcessor")
-PIL_BYTES_AS_FLOAT = False  # decided per call: bytes_as_float
+PIL_BYTES_AS_FLOAT = False  # decided per call: as_upstream
 BY_SAMPLE = True
 KEYS = ("do_image_splitting", "max_image_size", "do_pad", "return_row_col_info")
 TILE = 364
@@ -170,8 +171,19 @@ def plan(s, shapes: list, where: str, samples: list[int]) -> Plan:
     return Plan(shape, jobs, extras, slot_dims=2, zero=zero, stages=stages)
 
 
-def bytes_as_float(reference: str, outputs: Mapping) -> bool:
-    """The resized bytes come back as float32 from the torchvision backend (padded into a float32 zeros
-    tensor) and from the Pil one where a sample is padded (NumPy stacks its uint8 images with float32 zero
-    slots); else as uint8."""
-    return reference == "torchvision" or bool((outputs["pixel_attention_mask"].flatten(2).amax(-1) == 0).any())
+def as_upstream(reference: str, outputs: dict, raw: bool) -> dict:
+    """The outputs as each backend returns them. The resized bytes (`raw`) come back as float32 from the
+    torchvision backend (padded into a float32 zeros tensor) and from the Pil one where a sample is padded
+    (NumPy stacks its uint8 images with float32 zero slots); else as uint8. The torchvision backend's rows and
+    cols lack the empty samples at the end of a call (its reorder_images loses the count of samples after
+    its first use)."""
+    outputs = dict(outputs)
+    padded = lambda: bool((outputs["pixel_attention_mask"].flatten(2).amax(-1) == 0).any())  # noqa: E731
+    if raw and (reference == "torchvision" or padded()):
+        outputs["pixel_values"] = outputs["pixel_values"].float()
+    if reference == "torchvision" and "rows" in outputs:
+        kept = len(outputs["rows"])
+        while kept and not outputs["rows"][kept - 1]:
+            kept -= 1
+        outputs["rows"], outputs["cols"] = outputs["rows"][:kept], outputs["cols"][:kept]
+    return outputs
