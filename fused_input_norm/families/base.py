@@ -23,7 +23,7 @@ the longest edge, then multiples of the tile, then the crops and the global imag
 image (or an earlier stage) resized to its size and kept as uint8 [C, h, w], exactly the reference's bytes
 (the same kernel with the identity affine and a uint8 output), and stage k is image len(images) + k to later
 stages and to the jobs. A job whose size is its box's own size copies that box exactly (no resampling pass
-runs): crops of a stage are jobs of the stage at its own size.
+runs): a crop of a stage is a job of a box of the stage at the box's size.
 
 Imports nothing from the package but checks and geometry: config.py, processor.py and the adapters read the families.
 """
