@@ -5,7 +5,8 @@ It wraps the transformers image processor it replaces (`upstream`) and resolves 
 as upstream's `preprocess` does (its defaults, then its `_standardize_kwargs`: min_pixels / max_pixels /
 size aliases included). Where the resolved call is one FusedImageProcessor reproduces, it serves it:
 `pixel_values` equal to upstream's (the resized bytes when do_rescale and do_normalize are off: uint8 rows
-from the torchvision backend, the same values as float32 from the Pil one; float32 otherwise) and the same
+from the torchvision backend, the same values as float32 from the Pil one; float32 otherwise, bfloat16 where
+transformers normalizes in it: Llama 4) and the same
 `image_grid_thw`. Any other call (a kwarg it does not reproduce, an input type it does
 not take) goes to upstream unchanged, and the first call of each kind logs why. Every other attribute
 (merge_size, size, get_number_of_image_patches, ...) is upstream's, read AND written: `adapter.size = ...`
@@ -231,7 +232,7 @@ class FusedHFImageProcessor(_Adapter):
         # A family laid out per sample reads the call's nesting (transformers' nested list of images).
         out = processor(
             images if getattr(family, "BY_SAMPLE", False) else list(flat),
-            visual_dtype=torch.uint8 if raw else torch.float32,
+            visual_dtype=torch.uint8 if raw else processor.transformers_dtype,
         )
         if hasattr(family, "as_upstream"):
             out = family.as_upstream(self.reference, out, raw)

@@ -8,6 +8,7 @@ resized size, the output slots it fills); then one output is allocated, and each
 normalize + layout kernel into its slots (resize.resize_into). One path for every family.
 """
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from . import config as configs
-from . import families, output_pool
+from . import families, ops, output_pool
 from . import images as intake
 from .checks import check_output_size, check_strided, check_visual_dtype, image_name
 from .module import FusedInputNorm
@@ -47,6 +48,12 @@ class FusedImageProcessor:
         self.decoder = decoder
         self._plans = PlanCache()  # resize coefficients per size pair
         self._bytes = FusedInputNorm.identity(norm.channel)  # uint8 output: weight 1, bias 0
+        steps = getattr(families.FAMILIES[settings.kind], "normalize_steps", None)
+        self._steps = steps(settings) if steps is not None else None
+        if self._steps is not None:
+            rescale, self._subtract, self._divisors = _stepwise(settings.normalization, self._steps)
+            self._rescale = rescale.to(device)
+            self._subtract = [t.to(device) for t in self._subtract]
 
     @classmethod
     def from_preprocessor_config(
@@ -77,10 +84,22 @@ class FusedImageProcessor:
                 f"{_WHERE}: decoder must be one of {', '.join(map(repr, intake.DECODERS))}, got {decoder!r}"
             )
         settings = configs.resolve(configs.read(config, _WHERE), _WHERE)
+        if getattr(families.FAMILIES[settings.kind], "TORCHVISION_ONLY", False) and reference != "torchvision":
+            raise ValueError(
+                f"{_WHERE}: reference {reference!r}: transformers has only a torchvision backend for the "
+                f"{settings.kind} family's processor, so there is no Pil answer to reproduce: pass "
+                f"reference='torchvision'"
+            )
         device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
         n = settings.normalization
         norm = FusedInputNorm(n.image_mean, n.image_std, n.rescale_factor, n.channel).to(device)
         return cls(settings, norm, device, reference, decoder)
+
+    @property
+    def transformers_dtype(self) -> torch.dtype:
+        """The dtype of transformers' normalized pixel_values for this config: float32, or the dtype its
+        processor rescales and normalizes in step by step (Llama 4's bfloat16)."""
+        return self._steps if self._steps is not None else torch.float32
 
     def __repr__(self) -> str:
         return (
@@ -128,7 +147,12 @@ class FusedImageProcessor:
         shapes = [image.shape[-2:] for image, _ in decoded]
         plan = family.plan(s, shapes, _WHERE) if samples is None else family.plan(s, shapes, _WHERE, samples)
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
+        out_dtype = visual_dtype
+        stepwise = self._steps is not None and visual_dtype != torch.uint8
+        if stepwise:
+            norm, out_dtype = self._rescale, self._steps
         weight, bias = norm.affine_constants(self.device, _WHERE)
+        # (the steps' bfloat16 is no larger than any dtype asked: the output's check covers it)
         check_output_size(_WHERE, "pixel_values", plan.shape, visual_dtype)
         moved = (None, None)  # the call's image last moved to the device, and its pixels there
         stages = []  # uint8 [C, h, w] on the device: image len(decoded) + k is stages[k]
@@ -148,7 +172,7 @@ class FusedImageProcessor:
             scratch = torch.empty((source.shape[0], *stage.size), dtype=torch.uint8, device=self.device)
             self._resize(scratch[None], source, stage.box, byte_weight, byte_bias, stage.size, (0, 0, *stage.size))
             stages.append(scratch)
-        out = output_pool.empty(plan.shape, visual_dtype, self.device)
+        out = output_pool.empty(plan.shape, out_dtype, self.device)
         slots = out.flatten(0, plan.slot_dims - 1)
         for job in plan.jobs:
             start, stop = job.slots
@@ -156,9 +180,18 @@ class FusedImageProcessor:
             if job.patches:  # the slots are rows: one patch (or tile) of the resized box each
                 dest = dest.view(stop - start, -1)
             self._resize(dest, pixels(job.image), job.box, weight, bias, job.size, job.crop, job.patches, job.pad)
-        for start, stop in plan.zero:
-            slots[start:stop].zero_()
-        return {"pixel_values": out, **plan.extras}
+        if stepwise:  # then mean subtracted and std divided, each rounded to the steps' dtype, as transformers does
+            channels = out.view(*plan.shape[: plan.slot_dims + 1], -1)
+            ops.affine_out(channels, channels, *self._subtract, plan.slot_dims)  # x * 1 - m: one rounding, as x - m
+            for c, divisor in enumerate(self._divisors):
+                channels.select(plan.slot_dims, c).div_(divisor)
+        for start, stop, *box in plan.zero:  # slot ranges, or a box of [C, H, W] slots (padding after normalize)
+            region = slots[start:stop]
+            if box:
+                top, left, height, width = box
+                region = region[..., top : top + height, left : left + width]
+            region.zero_()
+        return {"pixel_values": out.to(visual_dtype), **plan.extras}
 
     def _resize(self, dest, pixels, box, weight, bias, size, crop, patches=(), pad=()) -> None:
         """One fused kernel: the box (None: all) of the [C, H, W] pixels resized to size, cropped, into dest."""
@@ -169,3 +202,25 @@ class FusedImageProcessor:
         resize_into(
             dest, pixels[None], weight, bias, size, crop, s.resample, self.reference, self._plans, patches, pad=pad
         )
+
+
+def _stepwise(n: configs.Normalization, dtype: torch.dtype) -> tuple[FusedInputNorm, list[torch.Tensor], list[float]]:
+    """transformers' rescale then normalize in `dtype`, each step rounded to it (x.to(dtype) * factor, - mean,
+    / std, with mean and std rounded to dtype first, as it makes them tensors of the image's dtype): the
+    kernel's affine, whose output rounded to dtype is the first step; the (weight 1, bias -mean) of the
+    affine that subtracts the mean (x * 1 + b rounds once, as x - mean does); and per channel the std to
+    divide by after it. Where every std is a power of two, dividing by it is exact and commutes with
+    rounding: the kernel rescales by factor / std, the subtraction takes mean / std, and no division is
+    left (Llama 4's 0.5: two passes over the output, not four)."""
+    mean, std = (torch.tensor(_per_channel(v, n.channel), dtype=dtype).tolist() for v in (n.image_mean, n.image_std))
+    ones = torch.ones(n.channel, dtype=torch.float32)
+    if all(math.frexp(s)[0] == 0.5 for s in std):
+        subtract = torch.tensor([-m / s for m, s in zip(mean, std, strict=True)], dtype=torch.float32)
+        return FusedInputNorm(0.0, std, n.rescale_factor, n.channel), [ones, subtract], []
+    subtract = torch.tensor([-m for m in mean], dtype=torch.float32)
+    return FusedInputNorm(0.0, 1.0, n.rescale_factor, n.channel), [ones, subtract], std
+
+
+def _per_channel(value: object, channel: int) -> list[float]:
+    """A config's mean or std (a number or one per channel) as one number per channel."""
+    return [float(v) for v in value] if isinstance(value, list | tuple) else [float(value)] * channel

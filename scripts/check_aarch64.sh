@@ -4,8 +4,10 @@
 # libtorch_cpu, leaves it in BUILD_DIR, then runs the CPU kernels' torch-free tests under qemu-aarch64:
 # every input x output dtype and every CPU layout against a float64 reference and bit for bit against the
 # scalar rounding (tests/cpp/cpu_kernels.cpp), with the neon and the default capability, and built without
-# any SIMD path (plain C++, not vectorized), plus the GPU kernels' host emulation. torch itself is not run under qemu (no aarch64 Python
-# userland here; README, aarch64). Ends with "N passed, 0 failed".
+# any SIMD path (plain C++, not vectorized), plus the GPU kernels' host emulation; then the resize's CPU kernels
+# (neon and default), cross-built torch-free, by the host's pytest
+# (PYTHON, default .venv/bin/python: Pillow and torchvision as references) through qemu. torch itself is not
+# run under qemu (no aarch64 Python userland here; README, aarch64). Ends with "N passed, 0 failed".
 #   TORCH_VERSION=2.14.1   AARCH64_CACHE=.ci-cache/aarch64 (the 454 MB wheel, reused by later runs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -82,6 +84,17 @@ run "$build/cpu_kernels"  # capability neon, the one an aarch64 CPU runs
 FUSED_INPUT_NORM_CPU_CAPABILITY=default run "$build/cpu_kernels"  # forced: software float16 rounding
 run "$build/cpu_kernels_plain"
 run "$build/kernel_emulation"
+
+# The resize's CPU kernels (resample_cpu_kernels.h) at neon and default, cross-built torch-free and run under
+# qemu by the host's pytest against Pillow and torchvision themselves.
+python=${PYTHON:-.venv/bin/python}
+aarch64-linux-gnu-g++ -std=c++17 -O2 -Wall -Werror -Icsrc tests/cpp/resize_emulation.cpp csrc/cpu_capability.cpp \
+  -o "$build/resize_emulation"
+resize=$(FUSED_INPUT_NORM_RESIZE_EMULATOR="$build/resize_emulation" FUSED_INPUT_NORM_RESIZE_RUNNER="qemu-aarch64 -L $sysroot" \
+  "$python" -m pytest -q -p no:cacheprovider tests/test_resize_emulation.py -k cpu_kernels 2>&1) \
+  || { echo "$resize" | tail -30; exit 1; }
+echo "  resize_emulation --cpu (neon and default; bilinear, bicubic, lanczos): $(echo "$resize" | tail -1)"
+total_passed=$((total_passed + $(echo "$resize" | tail -1 | grep -oE '^[0-9]+')))
 
 # Emulated instruction throughput: qemu translates each aarch64 instruction, so a time under it says how
 # many instructions ran, not how fast a real core would run them.

@@ -135,6 +135,11 @@ CASES = {
     "tiles-14": case((30, 40), (0, 0, 30, 40), (42, 42, 12, 1, 0), patches=(1, 14, 1)),
     "tiles-16": case((30, 40), (0, 0, 30, 40), (32, 48, 1, 8, 255), patches=(1, 16, 1), channels_last=True),
     "tiles-7": case((30, 40), (0, 0, 30, 40), (35, 42, 5, 2, 0), patches=(1, 7, 1)),
+    # tiles taller than a CPU band (32 rows): bands that cross rows of tiles, and a band within one
+    "tiles-48-bands-cross-tiles": case((90, 130), (0, 0, 90, 130), (96, 144, 3, 7, 0), patches=(1, 48, 1), batch=2),
+    "tiles-64-channels-last": case(
+        (60, 128), (2, 0, 58, 128), (128, 128, 35, 0, 255), patches=(1, 64, 1), channels_last=True
+    ),
 }
 VARIANTS = [(resample, reference) for resample in ("bicubic", "bilinear") for reference in ("pil", "torchvision")]
 

@@ -11,8 +11,12 @@ tokenizer with the model's special tokens, preprocessor_config.json as the check
   InternVL (InternVLChatModel, remote code): vLLM's own InternVLChatImageProcessor (vllm_internvl), with its
     per-request min/max_dynamic_patch and dynamic_image_size; its InternVLChatVideoProcessor on a second
     directory whose vocabulary has the video token;
-  Gemma 3 (pan and scan per request), InternVL3 in transformers' format (GotOcr2ImageProcessor), GLM-4.1V and
-    LLaVA-OneVision: run where this tree has their family (skipped, with the reason, before it lands).
+  Gemma 3 (pan and scan per request), InternVL3 in transformers' format (GotOcr2ImageProcessor), GLM-4.1V,
+    LLaVA-OneVision and Llama 4 (Llama4ImageProcessor, max_patches and resize_to_max_canvas per request): run
+    where this tree has their family (skipped, with the reason, before it lands);
+  Mistral Small 3.x (Mistral3ForConditionalGeneration, a per-request longest edge, device normalize on and
+    off) and Pixtral-12B (LlavaForConditionalGeneration with a Pixtral tower): PixtralImageProcessor, through
+    PixtralProcessor's per-call patch_size.
 Compared, for every request: prompt_token_ids, mm_placeholders, mm_hashes and every tensor of every item of
 mm_kwargs (uint8 and integer ones exactly, float32 within 1e-6); the plugin's side must hold a
 FusedHFImageProcessor and say so in its log line.
@@ -59,6 +63,10 @@ MODELS = {
         "Glm4vImageProcessor",
     ),
     "llava_onevision": ("LlavaOnevisionForConditionalGeneration", "<image>", (None,), "LlavaOnevisionImageProcessor"),
+    "mistral3": ("Mistral3ForConditionalGeneration", "[IMG]", (True, False), "PixtralImageProcessor"),
+    # Pixtral-12B in transformers' format: LLaVA's architecture with a Pixtral tower and PixtralProcessor.
+    "pixtral_llava": ("LlavaForConditionalGeneration", "[IMG]", (None,), "PixtralImageProcessor"),
+    "llama4": ("Llama4ForConditionalGeneration", "<|image|>", (None,), "Llama4ImageProcessor"),
     "idefics3": ("Idefics3ForConditionalGeneration", "<image>", (None,), "Idefics3ImageProcessor"),
     "smolvlm": ("SmolVLMForConditionalGeneration", "<image>", (None,), "SmolVLMImageProcessor"),
 }
@@ -372,6 +380,64 @@ def write_llava_onevision(path: str) -> None:
     )
 
 
+def write_pixtral(path: str, architecture: str, longest_edge: int, patch: int, merge: int) -> None:
+    """A Pixtral-tower model in transformers' format: Mistral3ForConditionalGeneration (Mistral Small 3.1 /
+    3.2: longest edge 1540, patch 14, spatial merge 2) or LlavaForConditionalGeneration (Pixtral-12B: 1024,
+    16, no merge), a Mistral text model, PixtralImageProcessor and PixtralProcessor with its [IMG] tokens."""
+    from transformers import LlavaConfig, Mistral3Config
+
+    os.makedirs(path, exist_ok=True)
+    vocab = tokenizer(path, ["<s>", "</s>", "[IMG]", "[IMG_BREAK]", "[IMG_END]"], "<s>", "</s>")
+    vision = VISION | {"model_type": "pixtral", "image_size": longest_edge, "patch_size": patch, "head_dim": 16}
+    text = TEXT | {"model_type": "mistral", "head_dim": 16}
+    if architecture == "Mistral3ForConditionalGeneration":
+        config = Mistral3Config(
+            text_config=text, vision_config=vision, image_token_index=vocab["[IMG]"], spatial_merge_size=merge
+        )
+    else:
+        config = LlavaConfig(text_config=text, vision_config=vision, image_token_index=vocab["[IMG]"])
+    config.architectures = [architecture]
+    config.save_pretrained(path)
+    preprocessor = {"image_processor_type": "PixtralImageProcessor", "processor_class": "PixtralProcessor"}
+    preprocessor |= {"size": {"longest_edge": longest_edge}, "patch_size": {"height": patch, "width": patch}}
+    dump(path, "preprocessor_config.json", preprocessor | {"image_mean": CLIP_MEAN, "image_std": CLIP_STD})
+    processor = {"processor_class": "PixtralProcessor", "patch_size": patch, "spatial_merge_size": merge}
+    processor |= {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]", "image_end_token": "[IMG_END]"}
+    dump(path, "processor_config.json", processor)
+
+
+def write_llama4(path: str) -> None:
+    """Llama 4's layout (Llama-4-Scout's kind, tiny): a vision tower of 336 tiles, patch 14, pixel shuffle 0.5
+    (144 tokens a tile), a mixture-of-experts text model, Llama4ImageProcessor as its checkpoints save it (336
+    tiles, at most 16, bilinear, mean = std = 0.5), Llama4Processor's image tokens."""
+    from transformers import Llama4Config
+
+    os.makedirs(path, exist_ok=True)
+    images = ["<|image_start|>", "<|image_end|>", "<|image|>", "<|patch|>", "<|tile_x_separator|>"]
+    special = ["<|begin_of_text|>", "<|eot|>", *images, "<|tile_y_separator|>"]
+    vocab = tokenizer(path, special, "<|begin_of_text|>", "<|eot|>")
+    text = TEXT | {"model_type": "llama4_text", "head_dim": 16, "intermediate_size_mlp": 64}
+    text |= {"num_local_experts": 2, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1}
+    text |= {"attention_chunk_size": 8192, "max_position_embeddings": 32768}
+    vision = VISION | {"model_type": "llama4_vision_model", "image_size": 336, "patch_size": 14}
+    vision |= {"pixel_shuffle_ratio": 0.5, "vision_output_dim": 32, "projector_input_dim": 32}
+    vision |= {"projector_output_dim": 32}
+    config = Llama4Config(
+        text_config=text,
+        vision_config=vision,
+        boi_token_index=vocab["<|image_start|>"],
+        eoi_token_index=vocab["<|image_end|>"],
+        image_token_index=vocab["<|image|>"],
+    )
+    config.architectures = ["Llama4ForConditionalGeneration"]
+    config.save_pretrained(path)
+    preprocessor = {"image_processor_type": "Llama4ImageProcessorFast", "processor_class": "Llama4Processor"}
+    preprocessor |= {"size": {"height": 336, "width": 336}, "max_patches": 16, "resize_to_max_canvas": False}
+    preprocessor |= {"resample": 2, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+    dump(path, "preprocessor_config.json", preprocessor | {"rescale_factor": 1 / 255})
+    dump(path, "processor_config.json", {"processor_class": "Llama4Processor", "patch_size": 14})
+
+
 def write_idefics3(path: str, smolvlm: bool = False) -> None:
     """Idefics3's layout (HuggingFaceM4/Idefics3-8B-Llama3: tiles of 364, patch 14, pixel shuffle 2, 169 tokens a
     tile, a Llama text model), or SmolVLM's (SmolVLM2-2.2B-Instruct's tiles of 384, shuffle 3: 81 tokens a tile);
@@ -414,12 +480,20 @@ WRITERS = {
     "internvl": write_internvl,
     "glm4v": write_glm4v,
     "llava_onevision": write_llava_onevision,
+    "mistral3": functools.partial(
+        write_pixtral, architecture="Mistral3ForConditionalGeneration", longest_edge=1540, patch=14, merge=2
+    ),
+    "pixtral_llava": functools.partial(
+        write_pixtral, architecture="LlavaForConditionalGeneration", longest_edge=1024, patch=16, merge=1
+    ),
+    "llama4": write_llama4,
     "idefics3": write_idefics3,
     "smolvlm": functools.partial(write_idefics3, smolvlm=True),
 }
 # vLLM's InternVL processor's per-request kwargs: fewer tiles; exactly two (a 5:4 image is equally close to
 # 1x2 and 2x1: vLLM's order of the grids decides); one tile (no dynamic size).
-# Gemma 3's pan and scan, asked per request; InternVL3's tile limits (transformers' format), per request.
+# Gemma 3's pan and scan, asked per request; InternVL3's tile limits (transformers' format), per request;
+# Llama 4's tile limit and its largest-canvas rule, per request.
 REQUEST_KWARGS = {
     "internvl_chat": [
         {"max_dynamic_patch": 4},
@@ -428,6 +502,8 @@ REQUEST_KWARGS = {
     ],
     "gemma3": [{"do_pan_and_scan": True}],
     "internvl": [{"max_patches": 4}, {"min_patches": 2, "max_patches": 4}],
+    "mistral3": [{"size": {"longest_edge": 448}}],
+    "llama4": [{"max_patches": 4}, {"resize_to_max_canvas": True}],
 }
 
 
@@ -606,8 +682,13 @@ def test_log_says_which_processor_serves_images(request, model):
     does not reproduce (nearest resampling) is logged as transformers'."""
     skip_missing(model)
     on, off = request.getfixturevalue("sides")
-    architecture = MODELS[model][0]
-    lines = [line for line in on["log"] if f"'{architecture}'" in line and "serves images" in line]
+    architecture, upstream = MODELS[model][0], MODELS[model][3]
+    # one architecture may hold several image processors (LLaVA: CLIP's, Pixtral's): the line names which
+    lines = [
+        line
+        for line in on["log"]
+        if f"'{architecture}'" in line and "serves images" in line and f"transformers' {upstream}" in line
+    ]
     assert len(lines) == 1 and "FusedImageProcessor (reference 'torchvision') serves images" in lines[0], on["log"]
     assert any("serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
     assert not any(f"'{architecture}'" in line for line in off["log"]), off["log"]

@@ -13,10 +13,13 @@ and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sam
   BY_SAMPLE = True: plan(settings, shapes, where, samples) is also given how many images each sample of the
   call holds (transformers' nested list of images: images.samples), for outputs laid out per sample;
   as_upstream(reference, outputs, raw) -> outputs: the outputs as that backend of transformers returns them,
-  where that depends on more than PIL_BYTES_AS_FLOAT says (the adapter then calls it instead).
+  where that depends on more than PIL_BYTES_AS_FLOAT says (the adapter then calls it instead);
+TORCHVISION_ONLY = True: transformers has no Pil backend for it, and reference "pil" is refused;
+normalize_steps(settings) -> torch.dtype | None: the dtype transformers rescales and then normalizes in,
+  rounding after each step (Llama 4's bfloat16), where it does so; absent or None: the one float32 affine.
 The core (processor.py) decodes, computes Plan.stages in order, allocates Plan.shape once, runs the fused
-resize + normalize + layout kernel once per Job into its slots, zeroes Plan.zero, and returns pixel_values with
-Plan.extras.
+resize + normalize + layout kernel once per Job into its slots, zeroes Plan.zero (slot ranges or boxes of
+them), and returns pixel_values with Plan.extras.
 
 Stages are for processors that resize in steps, each step's uint8 bytes the next one's input (Idefics3:
 the longest edge, then multiples of the tile, then the crops and the global image of that): a Stage is an
@@ -102,7 +105,9 @@ class Plan:
     jobs: list[Job]
     extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     slot_dims: int = 1  # the leading dims of `shape` that number the slots
-    zero: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # slot ranges set to 0 (batch padding)
+    # Set to 0 after the jobs (padding after normalize): (start, stop) slot ranges, or (start, stop, top, left,
+    # height, width) boxes of those [C, H, W] slots.
+    zero: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
     stages: list[Stage] = dataclasses.field(default_factory=list)  # images len(images) + k, before the jobs
 
 

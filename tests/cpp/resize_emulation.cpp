@@ -7,12 +7,20 @@
 //                    THREADS [CANVAS_H CANVAS_W PAD_TOP PAD_LEFT FILL] OUT
 // FILTER: 0 bilinear, 1 bicubic, 2 lanczos; REFERENCE: 0 pil, 1 torchvision; P = 0: planar output [C, h, w] (h, w: the
 // canvas's with the five padding arguments, the crop's without; the padding is the fill byte).
+//   resize_emulation --cpu ARGS...   the CPU op's kernels instead (resample_cpu_kernels.h: canvas_band over bands of
+//                                    THREADS rows, the capability FUSED_INPUT_NORM_CPU_CAPABILITY selects), planar
+//                                    output only: the resampling the op's writers then normalize. Torch-free, so it
+//                                    runs where torch cannot (cross-built, under qemu-aarch64:
+//                                    scripts/check_aarch64.sh).
+//   resize_emulation --capabilities  the CPU capabilities this machine runs, one per line.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "affine_kernel.h"
+#include "cpu_capability.h"
+#include "resample_cpu_kernels.h"
 #include "resample_kernel.h"
 
 namespace fin = fused_input_norm;
@@ -48,9 +56,47 @@ std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_
   return out;
 }
 
+// The CPU op's resampling of the canvas, band after band of `band_rows` rows, as uint8 values in float32.
+std::vector<float> run_cpu(const fin::ResizePlan& plan, const uint8_t* image, int64_t band_rows) {
+  fin::PairPlans pair_plans;
+  const fin::PairPlans* pairs = nullptr;
+  if (fin::vertical_madd_for_cpu() != nullptr) {  // as the op: the pmaddwd kernels' coefficients where they run
+    pair_plans.row = fin::make_pair_plan(plan.row_plan);
+    pair_plans.col = fin::make_pair_plan(plan.col_plan);
+    pairs = &pair_plans;
+  }
+  const int64_t C = plan.channels, h = plan.canvas_h, w = plan.canvas_w;
+  std::vector<float> out(static_cast<size_t>(C * h * w), -1.0f);
+  std::vector<uint8_t> band;
+  for (int64_t y0 = 0; y0 < h; y0 += band_rows) {
+    const int64_t rows = std::min(band_rows, h - y0);
+    band.assign(static_cast<size_t>(C * rows * w), 0xAB);  // poison: every byte must be written
+    fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
+      fin::canvas_band<cap>(plan, pairs, 1, image, 0, 0, y0, rows, band.data());
+    });
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t i = 0; i < rows * w; ++i) out[static_cast<size_t>((c * h + y0) * w + i)] = band[c * rows * w + i];
+    }
+  }
+  fin::release_large_scratch();  // as the op does after a thread's share of a call
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--capabilities") == 0) {
+    for (auto cap : {fin::CpuCapability::kDefault, fin::CpuCapability::kAvx2, fin::CpuCapability::kAvx512,
+                     fin::CpuCapability::kNeon}) {
+      if (fin::cpu_supports(cap)) std::printf("%s\n", fin::cpu_capability_name(cap));
+    }
+    return 0;
+  }
+  const bool cpu = argc > 1 && std::strcmp(argv[1], "--cpu") == 0;
+  if (cpu) {
+    ++argv;
+    --argc;
+  }
   if (argc != 20 && argc != 25) {
     std::fprintf(stderr, "usage: see the comment at the top of resize_emulation.cpp\n");
     return 2;
@@ -97,8 +143,13 @@ int main(int argc, char** argv) {
   plan.col_plan = cols.empty() ? nullptr : cols.data();
   fin::finish_resize_plan(plan);
 
-  const std::vector<float> narrow = run<uint32_t>(plan, image.data(), threads);
-  const std::vector<float> wide = run<uint64_t>(plan, image.data(), threads + 2);
+  if (cpu && plan.patch != 0) {
+    std::fprintf(stderr, "--cpu writes planar output only (P = 0)\n");
+    return 2;
+  }
+  const std::vector<float> narrow =
+      cpu ? run_cpu(plan, image.data(), threads) : run<uint32_t>(plan, image.data(), threads);
+  const std::vector<float> wide = cpu ? narrow : run<uint64_t>(plan, image.data(), threads + 2);
   if (std::memcmp(narrow.data(), wide.data(), narrow.size() * sizeof(float)) != 0) {
     std::fprintf(stderr, "32-bit and 64-bit indexing disagree\n");
     return 4;
