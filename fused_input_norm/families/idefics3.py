@@ -7,10 +7,10 @@ resizes, each reading the uint8 bytes of the one before, as transformers keeps t
      tiles (row-major) are the image's first slots, then the global image: step 2's result resized to one
      tile (an image of exactly one tile is its own global image, with no crops);
      without it, step 1's result resized to one tile.
-Steps 1 and 2 are Plan.stages; each tile is a job of a box of step 2's stage at its own size (an exact copy),
-the global image one job. Every slot is one tile square: pixel_values [samples, most images of a
-sample, C, tile, tile], float32 (the resized bytes as float32 values from the torchvision backend; from the
-Pil one too where a sample is padded, else uint8), the slots past a sample's own zero;
+Steps 1 and 2 are Plan.stages; the tiles are one job of step 2's stage at its own size (an exact copy, laid
+out as tile slots), the global image one job. Every slot is one tile square: pixel_values [samples, most
+images of a sample, C, tile, tile], float32 (the resized bytes as float32 values from the torchvision
+backend; from the Pil one too where a sample is padded, else uint8), the slots past a sample's own zero;
 pixel_attention_mask int64 [samples, most images, tile, tile] (1 on a sample's own slots, 0 on padding);
 with return_row_col_info, rows and cols: each image's tile rows and columns per sample, Python lists (0, 0
 where it was not split), as the Pil backend lists them (the adapter gives each backend's: as_upstream).
@@ -152,12 +152,12 @@ def plan(s, shapes: list, where: str, samples: list[int]) -> Plan:
     for k, (count, filled) in enumerate(zip(samples, counts, strict=True)):
         slot = k * width
         for source, grid in layouts[image : image + count]:
-            # The tiles, row-major: boxes of the stage at their own size (exact copies, normalized); then the
-            # global image. (One job per tile: 2x faster than one job writing them all as patch rows.)
-            boxes = [(row * tile, col * tile, tile, tile) for row in range(grid[0]) for col in range(grid[1])]
-            for box in (*boxes, None):
-                jobs.append(Job(source, (tile, tile), (0, 0, tile, tile), (slot, slot + 1), box))
-                slot += 1
+            if grid != (0, 0):  # the tiles, row-major: the stage at its own size (an exact copy) as tile slots
+                shape, tiles = (grid[0] * tile, grid[1] * tile), grid[0] * grid[1]
+                jobs.append(Job(source, shape, (0, 0, *shape), (slot, slot + tiles), patches=(1, tile, 1)))
+                slot += tiles
+            jobs.append(Job(source, (tile, tile), (0, 0, tile, tile), (slot, slot + 1)))  # the global image
+            slot += 1
         image += count
         if filled < width:
             zero.append((k * width + filled, (k + 1) * width))
