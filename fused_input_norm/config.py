@@ -19,9 +19,9 @@ from .geometry import QWEN_VIDEO_MAX_PIXELS, QWEN_VIDEO_MIN_PIXELS
 # processor_config.json nesting "image_processor"; older checkpoints have a flat preprocessor_config.json.
 CONFIG_FILES = ("processor_config.json", "preprocessor_config.json")
 NORMALIZE_KEYS = ("do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std")
-# PIL.Image.Resampling's values, as configs store them; the kernels implement two of them.
-RESAMPLE_CODES = {2: "bilinear", 3: "bicubic"}
-_UNIMPLEMENTED_RESAMPLE = {0: "nearest", 1: "lanczos", 4: "box", 5: "hamming"}
+# PIL.Image.Resampling's values, as configs store them; the kernels implement three of them.
+RESAMPLE_CODES = {1: "lanczos", 2: "bilinear", 3: "bicubic"}
+_UNIMPLEMENTED_RESAMPLE = {0: "nearest", 4: "box", 5: "hamming"}
 
 # What a config that leaves a key out (or sets it to null) means, per kind: its family's class defaults; any
 # other processor type has BaseImageProcessor's rescale and the standard mean/std most classes default to

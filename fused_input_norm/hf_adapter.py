@@ -229,14 +229,25 @@ class FusedHFImageProcessor(_Adapter):
         except (TypeError, RuntimeError):
             return f"device={device!r}"
         processor = self._processor(config, device)
-        out = processor(list(flat), visual_dtype=torch.uint8 if raw else processor.transformers_dtype)
-        if raw and self.reference == "pil" and families.FAMILIES[configs.kind_of(config)].PIL_BYTES_AS_FLOAT:
+        # A family laid out per sample reads the call's nesting (transformers' nested list of images).
+        out = processor(
+            images if getattr(family, "BY_SAMPLE", False) else list(flat),
+            visual_dtype=torch.uint8 if raw else processor.transformers_dtype,
+        )
+        if hasattr(family, "as_upstream"):
+            out = family.as_upstream(self.reference, out, raw)
+        elif raw and self.reference == "pil" and family.PIL_BYTES_AS_FLOAT:
             out["pixel_values"] = out["pixel_values"].float()
+        # Python lists (Idefics3's rows and cols) are added as transformers adds them: after the conversion.
+        lists = {key: value for key, value in out.items() if not isinstance(value, torch.Tensor)}
+        out = {key: value for key, value in out.items() if key not in lists}
         if return_tensors is None and self.reference == "pil":  # and NumPy arrays unless asked for tensors
             out = {key: value.cpu().numpy() for key, value in out.items()}
         from transformers import BatchFeature
 
-        return BatchFeature(data=out, tensor_type=return_tensors)
+        feature = BatchFeature(data=out, tensor_type=return_tensors)
+        feature.update(lists)
+        return feature
 
     def _processor(self, config: dict, device: torch.device) -> FusedImageProcessor:
         return self._processors.get(

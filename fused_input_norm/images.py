@@ -44,6 +44,25 @@ def as_list(images: Any, where: str) -> list:
     return images
 
 
+def samples(images: Any, where: str) -> list[int]:
+    """How many of the images as_list makes of `images` each sample holds, as transformers'
+    make_nested_list_of_images groups them: one sample per inner list of a list of lists (empty ones too) and
+    per 4-D batch of a list of them; one sample for a flat list, a 4-D batch or one image. A list mixing 4-D
+    batches with single images (which transformers cuts up as if all were batches) is refused."""
+    if getattr(images, "ndim", None) == 4:
+        return [len(images)]
+    if not isinstance(images, list | tuple):
+        return [1]
+    if images and all(isinstance(group, list | tuple) for group in images):
+        return [len(group) for group in images]
+    batches = [getattr(item, "ndim", None) == 4 for item in images]
+    if all(batches):
+        return [len(batch) for batch in images]
+    if any(batches):
+        raise ValueError(f"{where}: images mixes 4-D batches with single images, which transformers does not group")
+    return [len(images)]
+
+
 DECODERS = ("exact", "nvjpeg")
 
 

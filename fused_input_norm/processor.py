@@ -138,11 +138,14 @@ class FusedImageProcessor:
         if isinstance(images, torch.Tensor):  # a batch: checked before it is split into images
             check_strided(_WHERE, "images", images)
         items = intake.as_list(images, _WHERE)
+        family = families.FAMILIES[s.kind]
+        samples = intake.samples(images, _WHERE) if getattr(family, "BY_SAMPLE", False) else None
         for i, item in enumerate(items):
             if isinstance(item, torch.Tensor):
                 check_strided(_WHERE, image_name(i, len(items)), item)
         decoded = intake.decode_all(items, self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder)
-        plan = families.FAMILIES[s.kind].plan(s, [image.shape[-2:] for image, _ in decoded], _WHERE)
+        shapes = [image.shape[-2:] for image, _ in decoded]
+        plan = family.plan(s, shapes, _WHERE) if samples is None else family.plan(s, shapes, _WHERE, samples)
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
         out_dtype = visual_dtype
         stepwise = self._steps is not None and visual_dtype != torch.uint8
@@ -151,35 +154,32 @@ class FusedImageProcessor:
         weight, bias = norm.affine_constants(self.device, _WHERE)
         # (the steps' bfloat16 is no larger than any dtype asked: the output's check covers it)
         check_output_size(_WHERE, "pixel_values", plan.shape, visual_dtype)
+        moved = (None, None)  # the call's image last moved to the device, and its pixels there
+        stages = []  # uint8 [C, h, w] on the device: image len(decoded) + k is stages[k]
+
+        def pixels(index: int) -> torch.Tensor:
+            nonlocal moved
+            if index >= len(decoded):
+                return stages[index - len(decoded)]
+            if moved[0] != index:  # a family's jobs of one image come together: each image moves once
+                image, source = decoded[index]
+                moved = index, intake.to_device_rgb(image, source, self.device, s.do_convert_rgb, self.reference)
+            return moved[1]
+
+        byte_weight, byte_bias = self._bytes.affine_constants(self.device, _WHERE)
+        for stage in plan.stages:  # each the reference's uint8 bytes: the identity affine, a uint8 output
+            source = pixels(stage.image)
+            scratch = torch.empty((source.shape[0], *stage.size), dtype=torch.uint8, device=self.device)
+            self._resize(scratch[None], source, stage.box, byte_weight, byte_bias, stage.size, (0, 0, *stage.size))
+            stages.append(scratch)
         out = output_pool.empty(plan.shape, out_dtype, self.device)
         slots = out.flatten(0, plan.slot_dims - 1)
-        pixels, current = None, None
         for job in plan.jobs:
-            if job.image != current:  # a family's jobs of one image come together: each image moves once
-                image, source = decoded[job.image]
-                pixels = intake.to_device_rgb(image, source, self.device, s.do_convert_rgb, self.reference)
-                current = job.image
-            box = pixels
-            if job.box is not None:
-                top, left, height, width = job.box
-                box = pixels[:, top : top + height, left : left + width]
             start, stop = job.slots
             dest = slots[start:stop]
             if job.patches:  # the slots are rows: one patch (or tile) of the resized box each
                 dest = dest.view(stop - start, -1)
-            resize_into(
-                dest,
-                box[None],
-                weight,
-                bias,
-                job.size,
-                job.crop,
-                s.resample,
-                self.reference,
-                self._plans,
-                job.patches,
-                pad=job.pad,
-            )
+            self._resize(dest, pixels(job.image), job.box, weight, bias, job.size, job.crop, job.patches, job.pad)
         if stepwise:  # then mean subtracted and std divided, each rounded to the steps' dtype, as transformers does
             channels = out.view(*plan.shape[: plan.slot_dims + 1], -1)
             ops.affine_out(channels, channels, *self._subtract, plan.slot_dims)  # x * 1 - m: one rounding, as x - m
@@ -192,6 +192,16 @@ class FusedImageProcessor:
                 region = region[..., top : top + height, left : left + width]
             region.zero_()
         return {"pixel_values": out.to(visual_dtype), **plan.extras}
+
+    def _resize(self, dest, pixels, box, weight, bias, size, crop, patches=(), pad=()) -> None:
+        """One fused kernel: the box (None: all) of the [C, H, W] pixels resized to size, cropped, into dest."""
+        if box is not None:
+            top, left, height, width = box
+            pixels = pixels[:, top : top + height, left : left + width]
+        s = self.settings
+        resize_into(
+            dest, pixels[None], weight, bias, size, crop, s.resample, self.reference, self._plans, patches, pad=pad
+        )
 
 
 def _stepwise(n: configs.Normalization, dtype: torch.dtype) -> tuple[FusedInputNorm, list[torch.Tensor], list[float]]:

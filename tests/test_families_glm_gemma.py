@@ -429,7 +429,7 @@ def test_transformers_refuses_the_empty_crop_too():
         ({"image_processor_type": "Glm4vImageProcessor", "size": {"shortest_edge": 100}}, "needs shortest_edge and"),
         ({"image_processor_type": "Glm4vImageProcessor", "size": {"shortest_edge": 0, "longest_edge": 9}}, ">= 1"),
         ({"image_processor_type": "Glm4vImageProcessor", "patch_size": 0}, "patch_size must be an int >= 1"),
-        ({"image_processor_type": "Glm4vImageProcessor", "resample": 1}, "resample 1 (lanczos) is not implemented"),
+        ({"image_processor_type": "Glm4vImageProcessor", "resample": 5}, "resample 5 (hamming) is not implemented"),
         (
             {"image_processor_type": "Glm4vImageProcessor", "size": {"shortest_edge": 1000, "longest_edge": 999}},
             "min_pixels (1000) > max_pixels (999)",

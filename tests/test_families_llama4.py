@@ -272,12 +272,12 @@ def test_reference_pil_is_refused_by_name():
         ({"max_patches": 2.5}, r"max_patches must be an int >= 1, got 2.5"),
         ({"max_patches": 60000}, r"max_patches 60000 x size 336 must be below 16777216"),
         ({"resize_to_max_canvas": "yes"}, r"resize_to_max_canvas must be true or false, got 'yes'"),
-        ({"resample": 1}, r"resample 1 \(lanczos\) is not implemented"),
+        ({"resample": 4}, r"resample 4 \(box\) is not implemented"),
         ({"do_pad": True}, r"do_pad is not implemented for llama4"),
     ],
     ids=[
         *("unresized", "normalize-bytes", "not-square", "shortest-edge", "max-0", "max-float", "max-huge"),
-        *("to-max", "lanczos", "do_pad"),
+        *("to-max", "box", "do_pad"),
     ],
 )
 def test_bad_configs_are_refused_by_name(config, message):

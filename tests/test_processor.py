@@ -399,8 +399,11 @@ def test_min_max_pixels_override_size_as_in_transformers():
     [
         ({"image_processor_type": "LlavaNextImageProcessor"}, "unsupported image processor 'LlavaNextImageProcessor'"),
         ({"processor_class": "Blip2Processor"}, "supported: Qwen2VLImageProcessor(Fast/Pil), CLIPImageProcessor"),
-        ({"image_processor_type": "CLIPImageProcessor", "resample": 1}, "resample 1 (lanczos) is not implemented"),
-        ({"image_processor_type": "CLIPImageProcessor", "resample": 0}, "supported: 2 (bilinear), 3 (bicubic)"),
+        ({"image_processor_type": "CLIPImageProcessor", "resample": 4}, "resample 4 (box) is not implemented"),
+        (
+            {"image_processor_type": "CLIPImageProcessor", "resample": 0},
+            "supported: 1 (lanczos), 2 (bilinear), 3 (bicubic)",
+        ),
         ({"image_processor_type": "CLIPImageProcessor", "crop_size": 256}, "crop_size 256x256 is larger than"),
         (
             {"image_processor_type": "SiglipImageProcessor", "size": {"height": 100, "width": 300}},

@@ -4,12 +4,24 @@ plugin all read."""
 
 from types import ModuleType
 
-from . import clip, gemma3, glm4v, got_ocr2, internvl_chat, llama4, llava_onevision, pixtral, qwen2_vl, siglip
+from . import clip, gemma3, glm4v, got_ocr2, idefics3, internvl_chat, llama4, llava_onevision, pixtral, qwen2_vl, siglip
 from .base import Job, Plan
 
 FAMILIES: dict[str, ModuleType] = {
     module.KIND: module
-    for module in (qwen2_vl, clip, siglip, glm4v, gemma3, internvl_chat, got_ocr2, llava_onevision, pixtral, llama4)
+    for module in (
+        qwen2_vl,
+        clip,
+        siglip,
+        glm4v,
+        gemma3,
+        internvl_chat,
+        got_ocr2,
+        llava_onevision,
+        pixtral,
+        llama4,
+        idefics3,
+    )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that
 # name only that.

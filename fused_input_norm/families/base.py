@@ -10,12 +10,23 @@ A family (one transformers image processor, with its Fast and Pil spellings) is 
 and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sample (a nested group of
   several, a 4-D batch) is not reproduced (the adapter hands it to transformers), as its processor treats
   such images otherwise;
+  BY_SAMPLE = True: plan(settings, shapes, where, samples) is also given how many images each sample of the
+  call holds (transformers' nested list of images: images.samples), for outputs laid out per sample;
+  as_upstream(reference, outputs, raw) -> outputs: the outputs as that backend of transformers returns them,
+  where that depends on more than PIL_BYTES_AS_FLOAT says (the adapter then calls it instead);
 TORCHVISION_ONLY = True: transformers has no Pil backend for it, and reference "pil" is refused;
 normalize_steps(settings) -> torch.dtype | None: the dtype transformers rescales and then normalizes in,
   rounding after each step (Llama 4's bfloat16), where it does so; absent or None: the one float32 affine.
-The core (processor.py) decodes, allocates Plan.shape once, runs the fused resize + normalize + layout
-kernel once per Job into its slots, zeroes Plan.zero (slot ranges or boxes of them), and returns
-pixel_values with Plan.extras.
+The core (processor.py) decodes, computes Plan.stages in order, allocates Plan.shape once, runs the fused
+resize + normalize + layout kernel once per Job into its slots, zeroes Plan.zero (slot ranges or boxes of
+them), and returns pixel_values with Plan.extras.
+
+Stages are for processors that resize in steps, each step's uint8 bytes the next one's input (Idefics3:
+the longest edge, then multiples of the tile, then the crops and the global image of that): a Stage is an
+image (or an earlier stage) resized to its size and kept as uint8 [C, h, w], exactly the reference's bytes
+(the same kernel with the identity affine and a uint8 output), and stage k is image len(images) + k to later
+stages and to the jobs. A job whose size is its box's own size copies that box exactly (no resampling pass
+runs): a crop of a stage is a job of a box of the stage at the box's size.
 
 Imports nothing from the package but checks and geometry: config.py, processor.py and the adapters read the families.
 """
@@ -66,7 +77,7 @@ COMMON_DEFAULTS = {
 class Job:
     """One run of the fused kernel: a box of one image, resized, cropped, written into output slots."""
 
-    image: int  # which image of the call
+    image: int  # which image of the call (len(images) + k: Plan.stages[k])
     size: tuple[int, int]  # the (box of the) image resized to this
     crop: tuple[int, int, int, int]  # (top, left, height, width) of the resized image that is written
     slots: tuple[int, int]  # [start, stop) along the output's slot axis (Plan.slot_dims flattened)
@@ -75,6 +86,15 @@ class Job:
     # (canvas_h, canvas_w, top, left, fill): the crop placed on a canvas of the fill byte (put through the same
     # affine), which the slots then hold; (): no canvas
     pad: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage:
+    """An intermediate image: a box of an image (or of an earlier stage) resized to `size`, kept as uint8."""
+
+    image: int  # the call's image i, or len(images) + k: stage k (an earlier one)
+    size: tuple[int, int]
+    box: tuple[int, int, int, int] | None = None  # (top, left, height, width) of the source; None: all of it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +108,7 @@ class Plan:
     # Set to 0 after the jobs (padding after normalize): (start, stop) slot ranges, or (start, stop, top, left,
     # height, width) boxes of those [C, H, W] slots.
     zero: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
+    stages: list[Stage] = dataclasses.field(default_factory=list)  # images len(images) + k, before the jobs
 
 
 def side(where: str, name: str, value: object) -> int:
