@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import RecordOps, requires_cuda
+from family_checks import FP32_ATOL, as_input, assert_same, forbid_upstream, photo
 from test_resize import NO_TORCH_LANCZOS, TORCH_LANCZOS
 
 from fused_input_norm import FusedImageProcessor
@@ -34,7 +35,6 @@ Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed")
 idefics3_tv = pytest.importorskip("transformers.models.idefics3.image_processing_idefics3")
 idefics3_pil = pytest.importorskip("transformers.models.idefics3.image_processing_pil_idefics3")
 image_utils = pytest.importorskip("transformers.image_utils")
-FP32_ATOL = 1e-6
 # The torchvision backend runs LANCZOS where torch has the uint8 kernel (and torchvision >= 0.27); elsewhere
 # it falls back to BICUBIC, which is not what this family computes.
 needs_torch_lanczos = pytest.mark.skipif(not TORCH_LANCZOS, reason=NO_TORCH_LANCZOS)
@@ -65,10 +65,6 @@ CHECKPOINTS = {
 PROCESSOR_KWARGS = {"return_row_col_info": True}
 
 
-def photo(name: str) -> np.ndarray:
-    return np.ascontiguousarray(getattr(skimage_data, name)())
-
-
 def shapes_photos() -> dict[str, np.ndarray]:
     """Real photos in the shapes that take each branch: wide, tall, tiny, thin (1 tile high), 1080p."""
     rocket, coffee, chelsea, astronaut = (photo(n) for n in ("rocket", "coffee", "chelsea", "astronaut"))
@@ -84,54 +80,17 @@ def shapes_photos() -> dict[str, np.ndarray]:
 PHOTOS = shapes_photos()
 
 
-def hf_input(reference: str, hwc: np.ndarray):
-    """Each backend's native input: a PIL image for the Pil classes, a uint8 [C, H, W] tensor otherwise."""
-    if reference == "pil":
-        return Image.fromarray(hwc)
-    return torch.from_numpy(hwc).permute(2, 0, 1).contiguous()
-
-
 def call_images(reference: str, case: str):
     """One photo as a list (one sample), or nested samples of 2, 1 and 0 images (rows padded, one all padding)."""
     if case == "samples":
         names = [["wide", "tiny"], ["thin"], []]
-        return [[hf_input(reference, PHOTOS[n]) for n in group] for group in names]
-    return [hf_input(reference, PHOTOS[case])]
+        return [[as_input(reference, PHOTOS[n]) for n in group] for group in names]
+    return [as_input(reference, PHOTOS[case])]
 
 
 def upstream(family: str, reference: str, config: dict):
     pil_class, tv_class = CLASSES[family]
     return (pil_class if reference == "pil" else tv_class)(**config)
-
-
-def forbid_upstream_preprocess(monkeypatch, adapter) -> None:
-    """A call handed back to transformers fails the test instead of passing on transformers' own answer."""
-
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"handed back to transformers: {sorted(adapter._logged)}")
-
-    monkeypatch.setattr(adapter.upstream, "preprocess", refuse)
-    monkeypatch.setattr(adapter.upstream, "_preprocess", refuse)
-
-
-def assert_same(got, expected, label: str, raw: bool) -> None:
-    """Every key transformers returns, in its type, shape and dtype; pixel_values equal (`raw`: the resized
-    bytes, as uint8 or float32) or within 1e-6 (float32); pixel_attention_mask equal; rows and cols the same
-    lists."""
-    assert list(got) == list(expected), (list(got), list(expected))
-    for key, want in expected.items():
-        have = got[key]
-        assert type(have) is type(want), (key, type(have), type(want))
-        if not isinstance(want, torch.Tensor):
-            assert have == want, (key, have, want)
-            continue
-        assert have.dtype == want.dtype and have.shape == want.shape, (key, have.dtype, want.dtype, have.shape)
-        if key != "pixel_values":
-            assert torch.equal(have, want), key
-    pv, ref = got["pixel_values"], expected["pixel_values"]
-    diff = float((pv.double() - ref.double()).abs().max())
-    assert diff == 0 if raw else diff <= FP32_ATOL, f"{label}: max |diff| {diff}"
-    print(f"EQUALITY {label}: {'equal' if diff == 0 else f'{diff:.3g}'} {tuple(ref.shape)} {ref.dtype}")
 
 
 def check_adapter(monkeypatch, family, reference, case, dtype, config, kwargs) -> None:
@@ -140,11 +99,10 @@ def check_adapter(monkeypatch, family, reference, case, dtype, config, kwargs) -
     images = call_images(reference, case)
     expected = upstream(family, reference, config)(images, return_tensors="pt", **kwargs)
     ours = FusedHFImageProcessor(upstream(family, reference, config))
-    forbid_upstream_preprocess(monkeypatch, ours)
+    forbid_upstream(monkeypatch, ours)
     got = ours(images, return_tensors="pt", **kwargs)
-    assert_same(
-        got, expected, f"{family} {reference} {case} {'-'.join(kwargs) or 'defaults'} {dtype}", dtype == "uint8"
-    )
+    # the raw bytes (uint8, or float32 where a backend returns them so): integers, so within 1e-6 is equal
+    assert_same(got, expected, f"{family} {reference} {case} {'-'.join(kwargs) or 'defaults'} {dtype}")
 
 
 # ----- the adapter over transformers' processor, both backends -----
@@ -194,7 +152,7 @@ def test_pil_backend_without_return_tensors_gives_arrays_and_lists(monkeypatch):
     images = call_images("pil", "samples")
     expected = upstream("idefics3", "pil", {})(images, return_row_col_info=True)
     ours = FusedHFImageProcessor(upstream("idefics3", "pil", {}))
-    forbid_upstream_preprocess(monkeypatch, ours)
+    forbid_upstream(monkeypatch, ours)
     got = ours(images, return_row_col_info=True)
     assert type(got["pixel_values"]) is type(got["pixel_attention_mask"]) is np.ndarray
     assert got["rows"] == expected["rows"] and got["cols"] == expected["cols"]
@@ -238,9 +196,9 @@ def test_processor_from_config_matches_transformers(family, reference):
     )
     arrays = [[PHOTOS[n] for n in group] for group in (["wide", "tiny"], [], ["thin"])]
     got = processor(arrays)
-    images = [[hf_input(reference, hwc) for hwc in group] for group in arrays]
+    images = [[as_input(reference, hwc) for hwc in group] for group in arrays]
     expected = upstream(family, reference, config)(images, return_tensors="pt")
-    assert_same(got, expected, f"{family} {reference} from-config samples float32", raw=False)
+    assert_same(got, expected, f"{family} {reference} from-config samples float32")
 
 
 @pytest.mark.parametrize(
@@ -327,10 +285,10 @@ def test_lanczos_in_a_clip_config_matches_transformers(monkeypatch, reference):
     """resample 1 in another family's config (CLIP's): its one resize in LANCZOS, as both backends run it."""
     pil_class, tv_class = transformers.CLIPImageProcessorPil, transformers.CLIPImageProcessor
     cls = pil_class if reference == "pil" else tv_class
-    images = [hf_input(reference, PHOTOS["wide"]), hf_input(reference, PHOTOS["tiny"])]
+    images = [as_input(reference, PHOTOS["wide"]), as_input(reference, PHOTOS["tiny"])]
     expected = cls(resample=1)(images, return_tensors="pt")
     ours = FusedHFImageProcessor(cls(resample=1))
-    forbid_upstream_preprocess(monkeypatch, ours)
+    forbid_upstream(monkeypatch, ours)
     got = ours(images, return_tensors="pt")
     assert float((got["pixel_values"] - expected["pixel_values"]).abs().max()) <= FP32_ATOL
     for spelling in (1, "lanczos", Image.Resampling.LANCZOS):
