@@ -167,9 +167,11 @@ class FusedImageProcessor:
             return moved[1]
 
         byte_weight, byte_bias = self._bytes.affine_constants(self.device, _WHERE)
-        for stage in plan.stages:  # each the reference's uint8 bytes: the identity affine, a uint8 output
+        # Each stage the reference's uint8 bytes (the identity affine, a uint8 output), in a pooled block: its
+        # pages are not faulted in again on every call, and it returns to the pool when the call ends.
+        for stage in plan.stages:
             source = pixels(stage.image)
-            scratch = torch.empty((source.shape[0], *stage.size), dtype=torch.uint8, device=self.device)
+            scratch = output_pool.empty((source.shape[0], *stage.size), torch.uint8, self.device)
             self._resize(scratch[None], source, stage.box, byte_weight, byte_bias, stage.size, (0, 0, *stage.size))
             stages.append(scratch)
         out = output_pool.empty(plan.shape, out_dtype, self.device)

@@ -2,13 +2,14 @@
 # The vLLM plugin against the real vllm 0.34.0: creates (or reuses) .venv-vllm and runs tests/test_vllm.py,
 # tests/test_vllm_processor.py, tests/test_vllm_families.py (vLLM's multimodal processors with FusedImageProcessor
 # serving images: Qwen-VL, LLaVA, PaliGemma, Qwen3-VL-MoE, Gemma 3, GLM-4.1V, InternVL (vLLM's own and
-# transformers' format), LLaVA-OneVision) and tests/test_vllm_server.py (the server's request path); ~6 min.
+# transformers' format), LLaVA-OneVision, Idefics3, SmolVLM, Llama 4, Mistral Small 3.x, Pixtral-12B) and
+# tests/test_vllm_server.py (the server's request path); ~9 min.
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
 # loader and multimodal processors needs (at the versions it asks for; transformers' Mistral backend needs
 # pycountry, jsonschema, pydantic-extra-types and tiktoken, the processor cache blake3; LLaVA's and InternVL's
 # model modules import vLLM's OpenAI protocol (openai, fastapi, starlette, oss-harmony) and compressed-tensors'
-# loguru), and none of its GPU
+# loguru; transformers' SmolVLMProcessor refuses to build without num2words), and none of its GPU
 # kernel packages (flashinfer, cutlass-dsl, tilelang, ...). This package is installed as users install it, not editable, so vLLM finds
 # the plugin through real entry-point metadata.
 #   VENV=.venv-vllm  FUSED_INPUT_NORM_FORCE_CPU=1 (as for setup.py)  extra arguments go to pytest
@@ -30,7 +31,7 @@ pip_install torch==2.14.1 torchvision==0.29.1 numpy "setuptools>=77,<81" wheel n
 pip_install "pydantic>=2.12.0" regex psutil "pyzmq>=25.0.0" "requests>=2.33.0" "transformers>=5.16.1,<5.23.0" \
   "aiohttp>=3.14.4" "pillow>=13.0.0" pybase64 cachetools cbor2 msgspec cloudpickle py-cpuinfo "prometheus_client>=0.18.0" \
   einops uvloop pycountry jsonschema pydantic-extra-types tiktoken blake3 \
-  "openai>=2.25.0" "fastapi>=0.133.0,<0.137.0" "starlette>=1.0.1" "oss-harmony>=0.0.11" loguru
+  "openai>=2.25.0" "fastapi>=0.133.0,<0.137.0" "starlette>=1.0.1" "oss-harmony>=0.0.11" loguru num2words
 pip_install --no-deps vllm==0.34.0 "llguidance>=1.7.0,<1.8.0" xgrammar==0.2.8 apache-tvm-ffi==0.1.11 outlines_core==0.2.14 \
   lm-format-enforcer==0.11.3 compressed-tensors==0.17.0 "mistral_common>=1.13.0" "opencv-python-headless>=4.13.0" numba==0.65.0
 echo "vllm environment ready in $(( $(date +%s) - start )) s"
