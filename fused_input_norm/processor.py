@@ -28,7 +28,7 @@ ProcessorSettings = configs.ProcessorSettings
 
 class FusedImageProcessor:
     """A Hugging Face image processor (Qwen2-VL / Qwen2.5-VL / Qwen3-VL, GLM-4.1V / GLM-4.5V, CLIP, SigLIP,
-    Gemma 3, GOT-OCR2 / InternVL, LLaVA-OneVision) on the device.
+    Gemma 3, GOT-OCR2 / InternVL, LLaVA-OneVision, Idefics3 / SmolVLM, Llama 4, Pixtral) on the device.
 
     Build it with `from_preprocessor_config`; call it on images to get what the processor returns.
     """
@@ -126,8 +126,11 @@ class FusedImageProcessor:
         "image_grid_thw": int64 [n, 3] on the CPU}; CLIP / SigLIP {"pixel_values": [n, C, h, w]}; Gemma 3
         {"pixel_values": [n + crops, C, h, w], "num_crops": int64 [n] on the CPU}; GOT-OCR2 {"pixel_values":
         [tiles, C, h, w], "num_patches": int64 [n] on the CPU}; LLaVA-OneVision {"pixel_values": [n, tiles, C, h,
-        w], "image_sizes": int64 [n, 2], "batch_num_images": int64 [n], on the CPU}; pixel_values in
-        `visual_dtype` on the processor's device.
+        w], "image_sizes": int64 [n, 2], "batch_num_images": int64 [n], on the CPU}; Idefics3 / SmolVLM
+        {"pixel_values": [samples, most slots, C, h, w], "pixel_attention_mask": int64 [samples, most slots, h,
+        w] on the CPU (+ "rows", "cols" lists with return_row_col_info)}; Llama 4 {"pixel_values": [tiles, C, h,
+        w], "aspect_ratios": int64 [n, 2]}; Pixtral {"pixel_values": [n, C, H, W] padded to the largest,
+        "image_sizes": int64 [n, 2]}; pixel_values in `visual_dtype` on the processor's device.
         `visual_dtype=torch.uint8`: the resized bytes in that layout, without rescale and normalize (what
         transformers returns with do_rescale=False, do_normalize=False; vLLM normalizes them on the GPU).
         Every image is checked and every size decided before the first kernel runs.

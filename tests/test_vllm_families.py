@@ -493,7 +493,7 @@ WRITERS = {
 # vLLM's InternVL processor's per-request kwargs: fewer tiles; exactly two (a 5:4 image is equally close to
 # 1x2 and 2x1: vLLM's order of the grids decides); one tile (no dynamic size).
 # Gemma 3's pan and scan, asked per request; InternVL3's tile limits (transformers' format), per request;
-# Llama 4's tile limit and its largest-canvas rule, per request.
+# Llama 4's tile limit and its largest-canvas rule, per request; Idefics3 without its crops, per request.
 REQUEST_KWARGS = {
     "internvl_chat": [
         {"max_dynamic_patch": 4},
@@ -504,6 +504,7 @@ REQUEST_KWARGS = {
     "internvl": [{"max_patches": 4}, {"min_patches": 2, "max_patches": 4}],
     "mistral3": [{"size": {"longest_edge": 448}}],
     "llama4": [{"max_patches": 4}, {"resize_to_max_canvas": True}],
+    "idefics3": [{"do_image_splitting": False}],
 }
 
 
