@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from . import families
 from .checks import is_int, is_number, positive_int
-from .families import qwen2_vl
+from .families import idefics3, qwen2_vl
 from .families.base import CLIP_MEAN, CLIP_STD, COMMON_KEYS, NORMALIZE_DEFAULTS
 from .geometry import QWEN_VIDEO_MAX_PIXELS, QWEN_VIDEO_MIN_PIXELS
 
@@ -194,12 +194,18 @@ def _resample(value: object, where: str) -> str:
 # nested "video_processor", else video_preprocessor_config.json, else the image processor's
 # preprocessor_config.json (AutoVideoProcessor falls back to it).
 VIDEO_CONFIG_FILES = ("video_preprocessor_config.json", "preprocessor_config.json")
-VIDEO_TYPES = {"Qwen2VLVideoProcessor": "qwen2_vl", "Qwen3VLVideoProcessor": "qwen3_vl", "Glm4vVideoProcessor": "glm4v"}
+VIDEO_TYPES = {
+    "Qwen2VLVideoProcessor": "qwen2_vl",
+    "Qwen3VLVideoProcessor": "qwen3_vl",
+    "Glm4vVideoProcessor": "glm4v",
+    "SmolVLMVideoProcessor": "smolvlm",
+}
 VIDEO_PROCESSOR_CLASSES = {
     "Qwen2VLProcessor": "qwen2_vl",
     "Qwen2_5_VLProcessor": "qwen2_vl",
     "Qwen3VLProcessor": "qwen3_vl",
     "Glm4vProcessor": "glm4v",
+    "SmolVLMProcessor": "smolvlm",
 }
 _VIDEO_COMMON = {
     **NORMALIZE_DEFAULTS,
@@ -245,6 +251,16 @@ VIDEO_DEFAULTS = {
         "max_duration": 300,
         "max_video_tokens": 128000,
     },
+    # SmolVLMVideoProcessor (SmolVLM2): Idefics3's image defaults, no sampling, fps and num_frames unset.
+    "smolvlm": {
+        **{key: idefics3.DEFAULTS[key] for key in (*NORMALIZE_DEFAULTS, "do_resize", "resample", "do_convert_rgb")},
+        "size": idefics3.DEFAULTS["size"],
+        "max_image_size": idefics3.DEFAULTS["max_image_size"],
+        "do_pad": True,
+        "do_sample_frames": False,
+        "fps": None,
+        "num_frames": None,
+    },
 }
 
 
@@ -252,23 +268,26 @@ VIDEO_DEFAULTS = {
 class VideoSettings:
     """A video processor config resolved against its class's defaults: what the processor will do, key by key."""
 
-    kind: str  # "qwen2_vl" (Qwen2-VL, Qwen2.5-VL), "qwen3_vl" or "glm4v" (GLM-4.1V, GLM-4.5V)
+    kind: str  # "qwen2_vl" (Qwen2-VL, Qwen2.5-VL), "qwen3_vl", "glm4v" (GLM-4.1V, GLM-4.5V) or "smolvlm"
     do_resize: bool
-    size: dict  # {"shortest_edge", "longest_edge"}: min / max pixels (Qwen3-VL: of the whole clip)
+    size: dict  # {"shortest_edge", "longest_edge"}: min / max pixels (Qwen3-VL: of the whole clip); SmolVLM's: frames'
     resample: str
     do_convert_rgb: bool
-    patch_size: int
-    temporal_patch_size: int
-    merge_size: int
     do_sample_frames: bool
     fps: float | None
     num_frames: int | None
-    min_frames: int
-    max_frames: int
-    cap_pixels_per_frame: bool
-    max_video_tokens: int
     normalization: Normalization
+    # The Qwen-VL and GLM-4V classes' patch rows and frame bounds (None for SmolVLM).
+    patch_size: int | None = None
+    temporal_patch_size: int | None = None
+    merge_size: int | None = None
+    min_frames: int | None = None
+    max_frames: int | None = None
+    cap_pixels_per_frame: bool = False
+    max_video_tokens: int | None = None
     max_duration: int | None = None  # GLM-4V: the seconds its sampling spreads the frames over, at most
+    # SmolVLM: each video's sampled frames are one sample of Idefics3 images, without splitting: these settings.
+    frames: ProcessorSettings | None = None
 
 
 def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
@@ -322,17 +341,14 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
             name if name is not None else f"no video_processor_type (processor_class {config.get('processor_class')!r})"
         )
         raise ValueError(f"{where}: unsupported video processor {got!r}; supported: {supported}")
+    if kind == "smolvlm":
+        return _resolve_smolvlm(config, where)
     get = _getter(config, kind, where, VIDEO_DEFAULTS)
     if config.get("do_pad"):
         raise ValueError(f"{where}: do_pad is not implemented (the Qwen-VL video processors do not pad)")
     patches = qwen2_vl.patch_sizes(where, get)
     frames = {k: positive_int(where, k, get(k)) for k in ("min_frames", "max_frames", "max_video_tokens")}
-    fps = get("fps")
-    if fps is not None and (not isinstance(fps, int | float) or isinstance(fps, bool) or not fps > 0):
-        raise ValueError(f"{where}: fps must be a number > 0 or None, got {fps!r}")
-    num_frames = get("num_frames")
-    if num_frames is not None:
-        positive_int(where, "num_frames", num_frames)
+    fps, num_frames = _sampling(get, where)
     max_duration = positive_int(where, "max_duration", get("max_duration")) if kind == "glm4v" else None
     cap = get("cap_pixels_per_frame")
     if cap is not None and not isinstance(cap, bool):
@@ -353,4 +369,64 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
         max_duration=max_duration,
         **patches,
         **frames,
+    )
+
+
+def _sampling(get, where: str) -> tuple[float | None, int | None]:
+    """A config's fps and num_frames, checked."""
+    fps = get("fps")
+    if fps is not None and (not isinstance(fps, int | float) or isinstance(fps, bool) or not fps > 0):
+        raise ValueError(f"{where}: fps must be a number > 0 or None, got {fps!r}")
+    num_frames = get("num_frames")
+    if num_frames is not None:
+        positive_int(where, "num_frames", num_frames)
+    return fps, num_frames
+
+
+def settle_video(config: Mapping, where: str) -> Mapping:
+    """A config as its class's __init__ settles it, where that moves keys: SmolVLM's older "video_sampling"
+    gives fps (its fps), num_frames (its max_frames) and size (its video_size, unless the config has a size),
+    over the config's own fps and num_frames. Other configs as they are."""
+    sampling = config.get("video_sampling")
+    if video_kind_of(config) != "smolvlm" or sampling is None:
+        return config
+    keys = ("fps", "max_frames", "video_size")
+    if not isinstance(sampling, Mapping) or any(key not in sampling for key in keys):
+        raise ValueError(f"{where}: video_sampling must be a mapping with keys {', '.join(keys)}, got {sampling!r}")
+    settled = {key: value for key, value in config.items() if key != "video_sampling"}
+    settled |= {"fps": sampling["fps"], "num_frames": sampling["max_frames"]}
+    if "size" not in config:
+        settled["size"] = sampling["video_size"]
+    return settled
+
+
+def _resolve_smolvlm(config: Mapping, where: str) -> VideoSettings:
+    """SmolVLMVideoProcessor: every frame resized to size (its longest edge at most 4096) and then to the square
+    max_image_size, as Idefics3's image processor does an image without splitting; the videos padded to the most
+    frames. Its frames are planned as Idefics3 images (frames.kind "idefics3")."""
+    config = settle_video(config, where)
+    get = _getter(config, "smolvlm", where, VIDEO_DEFAULTS)
+    for key in ("do_resize", "do_pad"):  # off: frames of their own sizes, or a list of tensors
+        if not get(key):
+            raise ValueError(f"{where}: {key} off is not implemented for SmolVLMVideoProcessor")
+    fps, num_frames = _sampling(get, where)
+    size = get("size")
+    if isinstance(size, Mapping) and is_int(size.get("longest_edge")):
+        # The video's size function bounds the longest edge to 4096 first, where the image's bounds its result;
+        # with an edge of at most 4096 the image's gives the video's sizes (no side then exceeds 4096).
+        size = {"longest_edge": min(size["longest_edge"], idefics3.MAX_IMAGE_SIZE)}
+    image = {key: config.get(key) for key in (*COMMON_KEYS, "max_image_size")}
+    image |= {"image_processor_type": "SmolVLMImageProcessor", "size": size, "do_image_splitting": False}
+    frames = resolve({key: value for key, value in image.items() if value is not None}, where)
+    return VideoSettings(
+        kind="smolvlm",
+        do_resize=True,
+        size=frames.size,
+        resample=frames.resample,
+        do_convert_rgb=frames.do_convert_rgb,
+        do_sample_frames=get("do_sample_frames"),
+        fps=fps,
+        num_frames=num_frames,
+        normalization=frames.normalization,
+        frames=frames,
     )

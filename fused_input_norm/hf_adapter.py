@@ -326,8 +326,11 @@ _VIDEO_KEYS = sorted(video.CALL_KEYS["qwen3_vl"] - _VIDEO_SAMPLED - {"do_sample_
 def unsupported_video(upstream: object) -> str | None:
     """Why FusedHFVideoProcessor cannot stand in for the video processor `upstream`; None when it can."""
     name = type(upstream).__name__
-    if configs.video_kind_of({"video_processor_type": name}) is None:
+    kind = configs.video_kind_of({"video_processor_type": name})
+    if kind is None:
         return f"{name} is not a Qwen-VL video processor"
+    if kind == "smolvlm":  # its _preprocess pads and takes other keys: FusedVideoProcessor serves it standalone
+        return f"{name} is served by FusedVideoProcessor, not yet through this adapter"
     for method in ("preprocess", "_preprocess", "to_dict"):
         if not callable(getattr(upstream, method, None)):
             return f"{name} has no {method}"

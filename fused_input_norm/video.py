@@ -1,5 +1,5 @@
-"""FusedVideoProcessor: transformers' Qwen2-VL / Qwen2.5-VL / Qwen3-VL and GLM-4.1V / GLM-4.5V video processors,
-from a model's config.
+"""FusedVideoProcessor: transformers' Qwen2-VL / Qwen2.5-VL / Qwen3-VL, GLM-4.1V / GLM-4.5V and SmolVLM2 video
+processors, from a model's config.
 
 What `Qwen2VLVideoProcessor`, `Qwen3VLVideoProcessor` and `Glm4vVideoProcessor` do (their torchvision
 backend, the only one they have): optional frame sampling (fps or num_frames, with the clip's metadata;
@@ -10,6 +10,11 @@ layout `pixel_values_videos [N, C * T * P * P]` with `video_grid_thw`. Here each
 and patchified by the fused resize op in clip mode (each frame resampled once, bit for bit torchvision's
 uint8 kernel, straight into its slot of the patch rows), into one output allocated per call. Every clip is
 read, sampled, checked and sized before the first kernel runs.
+
+`SmolVLMVideoProcessor` (SmolVLM2) resizes each frame as Idefics3's image processor resizes an image without
+splitting (LANCZOS to size's longest edge, then again, from those uint8 bytes, to the square max_image_size),
+rescales, normalizes and pads the videos to the most frames: here each video's sampled frames are one sample
+of images, planned by the Idefics3 family and run by FusedImageProcessor's core (one resize path for both).
 """
 
 import dataclasses
@@ -26,6 +31,7 @@ from .checks import check_output_size, check_strided, check_visual_dtype
 from .families.base import COMMON_KEYS
 from .geometry import smart_resize, smart_resize_clip
 from .module import FusedInputNorm
+from .processor import FusedImageProcessor
 from .resize import PlanCache, check_reference, resize_into
 from .videos import (
     DECODERS,
@@ -60,10 +66,13 @@ _COMMON_KEYS = {
 # the instance's max_duration, and no step reads max_image_size. Nor does any read min_frames, max_frames,
 # cap_pixels_per_frame or max_video_tokens: it does not take them.
 _GLM_IGNORED = {"max_duration", "max_image_size"}
+# SmolVLM's call takes max_image_size and changes nothing with it: its resize reads the instance's.
+_SMOLVLM_IGNORED = {"max_image_size"}
 CALL_KEYS = {
     "qwen2_vl": _COMMON_KEYS | {"min_pixels", "max_pixels"},
     "qwen3_vl": _COMMON_KEYS,
     "glm4v": _COMMON_KEYS - {"min_frames", "max_frames", "cap_pixels_per_frame", "max_video_tokens"} | _GLM_IGNORED,
+    "smolvlm": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_pad"} | _SMOLVLM_IGNORED,
 }
 # Keys whose explicit None in a call means None (transformers keeps a passed None; a config's null is the default).
 _NONE_KEYS = ("fps", "num_frames", "cap_pixels_per_frame")
@@ -75,12 +84,12 @@ class _Clip:
 
     frames: torch.Tensor  # uint8 [F, C, H, W], the whole clip as given (a view where possible), C 1 or 3
     indices: list[int]  # the frames taken, in order (sampled, or all of them)
-    size: tuple[int, int]
-    grid: tuple[int, int, int]
+    size: tuple[int, int] | None  # None for SmolVLM (its frames are planned as Idefics3 images)
+    grid: tuple[int, int, int] | None
 
 
 class FusedVideoProcessor:
-    """A Qwen2-VL / Qwen2.5-VL / Qwen3-VL or GLM-4.1V / GLM-4.5V video processor on the device.
+    """A Qwen2-VL / Qwen2.5-VL / Qwen3-VL, GLM-4.1V / GLM-4.5V or SmolVLM2 video processor on the device.
 
     Build it with `from_preprocessor_config`; call it on videos to get what transformers' video processor
     returns.
@@ -105,6 +114,7 @@ class FusedVideoProcessor:
         self._decode_device = device if decoder == "nvdec" else torch.device("cpu")
         self._plans = PlanCache()
         self._bytes = FusedInputNorm.identity(norm.channel)  # uint8 output: weight 1, bias 0
+        self._frames: FusedImageProcessor | None = None  # SmolVLM's: the last call's frame settings
 
     @classmethod
     def from_preprocessor_config(
@@ -118,9 +128,9 @@ class FusedVideoProcessor:
         """Reads a model's video processor config: a model directory (processor_config.json's nested
         "video_processor", else video_preprocessor_config.json, else preprocessor_config.json, as
         transformers' AutoVideoProcessor reads them), a JSON file or a dict. `video_processor_type`
-        Qwen2VLVideoProcessor, Qwen3VLVideoProcessor or Glm4vVideoProcessor (or their Fast spellings; else
-        `processor_class`);
-        missing keys take the class's defaults.
+        Qwen2VLVideoProcessor, Qwen3VLVideoProcessor, Glm4vVideoProcessor or SmolVLMVideoProcessor (or their
+        Fast spellings; else `processor_class`); missing keys take the class's defaults (SmolVLM's older
+        "video_sampling" read as its class reads it).
 
         `device`: where the videos are processed (default: CUDA if available, else the CPU).
         `reference`: whose resize to reproduce bit for bit: "torchvision" (the default: transformers' video
@@ -132,7 +142,7 @@ class FusedVideoProcessor:
         check_reference(_WHERE, reference)
         if decoder not in DECODERS:
             raise ValueError(f"{_WHERE}: decoder must be one of {', '.join(map(repr, DECODERS))}, got {decoder!r}")
-        raw = configs.read_video(config, _WHERE)
+        raw = configs.settle_video(configs.read_video(config, _WHERE), _WHERE)
         settings = configs.resolve_video(raw, _WHERE)
         device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
         if decoder == "nvdec" and device.type != "cuda":
@@ -168,6 +178,9 @@ class FusedVideoProcessor:
         Returns {"pixel_values_videos": [N, C * T * P * P] in `visual_dtype` on the processor's device,
         "video_grid_thw": int64 [n, 3] on the CPU}. `visual_dtype=torch.uint8`: the resized bytes in that
         layout, without rescale and normalize (what transformers returns with do_rescale and do_normalize off).
+        SmolVLM2: {"pixel_values": [videos, most frames, C, tile, tile] in `visual_dtype` on the processor's
+        device (the frames past a video's own zero), "pixel_attention_mask": int64 [videos, most frames, tile,
+        tile] on the CPU, all ones (transformers' mask marks padded pixels, and its padded frames have none)}.
         """
         if visual_dtype != torch.uint8:
             check_visual_dtype(_WHERE, visual_dtype)
@@ -177,6 +190,8 @@ class FusedVideoProcessor:
             if settings.normalization != self.settings.normalization:
                 norm = _norm(settings, self.device)
         clips = self._read(videos, video_metadata, settings)
+        if settings.frames is not None:
+            return self._run_frames(clips, settings, visual_dtype)
         if visual_dtype == torch.uint8:
             norm = self._bytes
         weight, bias = norm.affine_constants(self.device, _WHERE)
@@ -212,6 +227,18 @@ class FusedVideoProcessor:
         grid = torch.tensor([clip.grid for clip in clips], dtype=torch.int64, device="cpu")
         return {"pixel_values_videos": out, "video_grid_thw": grid}
 
+    def _run_frames(self, clips: list[_Clip], settings: VideoSettings, visual_dtype: torch.dtype) -> dict:
+        """SmolVLM: each clip's frames as one sample of Idefics3 images, through FusedImageProcessor's core."""
+        if self._frames is None or self._frames.settings != settings.frames:
+            self._frames = FusedImageProcessor(
+                settings.frames, _norm(settings, self.device), self.device, self.reference
+            )
+        out = self._frames([[clip.frames[i] for i in clip.indices] for clip in clips], visual_dtype)
+        # The image processor's mask zeroes padded slots; transformers' video mask marks padded pixels only, and
+        # its padded frames (whole frames of zeros) are all tile-sized, so its mask is all ones.
+        mask = torch.ones_like(out["pixel_attention_mask"])
+        return {"pixel_values": out["pixel_values"], "pixel_attention_mask": mask}
+
     # ---- the call's settings ----
 
     def _with_overrides(self, overrides: dict) -> VideoSettings:
@@ -230,7 +257,7 @@ class FusedVideoProcessor:
             merged.pop("min_pixels", None)
             merged.pop("max_pixels", None)
             merged["size"] = overrides.get("size") or dict(self.settings.size)
-        ignored = _GLM_IGNORED if kind == "glm4v" else set()
+        ignored = {"glm4v": _GLM_IGNORED, "smolvlm": _SMOLVLM_IGNORED}.get(kind, set())
         merged.update({k: v for k, v in overrides.items() if k != "size" and k not in ignored and v is not None})
         settings = configs.resolve_video(merged, _WHERE)
         nones = {k: None if k != "cap_pixels_per_frame" else False for k in _NONE_KEYS if k in overrides}
@@ -277,6 +304,8 @@ class FusedVideoProcessor:
         return self._clip(frames, list(range(len(indices))), settings, name)
 
     def _clip(self, frames: torch.Tensor, indices: list[int], settings: VideoSettings, name: str) -> _Clip:
+        if settings.frames is not None:  # SmolVLM: sized by its image plan
+            return _Clip(frames, indices, None, None)
         size = self._size(len(indices), *frames.shape[-2:], settings, name)
         temporal = settings.temporal_patch_size
         grid = (-(-len(indices) // temporal), size[0] // settings.patch_size, size[1] // settings.patch_size)
@@ -286,7 +315,26 @@ class FusedVideoProcessor:
         self, total: int, video_fps: float | None, s: VideoSettings, name: str, duration: float | None = None
     ) -> list[int]:
         """The frame indices transformers' sample_frames picks (Qwen2VLVideoProcessor's, Qwen3VL's or
-        Glm4v's). `duration`: the video's metadata's, in seconds (GLM-4V's sampling reads it)."""
+        Glm4v's or SmolVLM's). `duration`: the video's metadata's, in seconds (GLM-4V's and SmolVLM's
+        sampling read it)."""
+        if s.kind == "smolvlm":
+            # A call's None fps or num_frames is the config's (its sample_frames falls back to self.*).
+            num_frames = s.num_frames if s.num_frames is not None else self.settings.num_frames
+            fps = s.fps if s.fps is not None else self.settings.fps
+            needed = {
+                "the video's fps": video_fps,
+                "the video's duration": duration,
+                "fps": fps,
+                "num_frames": num_frames,
+            }
+            missing = [what for what, value in needed.items() if value is None]
+            if missing:
+                raise ValueError(
+                    f"{_WHERE}: {name}: SmolVLM samples frames from {' and '.join(missing)}: pass video_metadata "
+                    f"(total_num_frames, fps and duration per video) and fps and num_frames (or a config's "
+                    f"video_sampling), or do_sample_frames=False"
+                )
+            return smolvlm_frame_indices(total, video_fps, duration, num_frames, fps)
         if s.kind == "glm4v":
             # Glm4vVideoProcessor.sample_frames: fps alone (num_frames is not read), its config's fps where the
             # call's is None, and its config's max_duration (self.*), whatever the call says.
@@ -396,6 +444,24 @@ def glm4v_frame_indices(
     if len(indices) % 2:
         indices.append(indices[-1])
     return indices
+
+
+def smolvlm_frame_indices(
+    total: int, video_fps: float, duration: float, num_frames: int, fps: float, skip_secs: float = 1
+) -> list[int]:
+    """transformers' SmolVLMVideoProcessor.sample_frames (a call cannot set its skip_secs: always 1):
+    round(fps * duration) frames, at most num_frames and at least 1, spread evenly (np.linspace, truncated)
+    over the video, or over it less skip_secs at each end where it lasts more than num_frames * fps seconds
+    beyond those; repeats dropped. The float expressions are transformers', to truncate where its do."""
+    import numpy as np
+
+    wanted = max(min(round(fps * duration), num_frames), 1)
+    start, end = 0, total - 1
+    if skip_secs > 0 and duration - 2 * skip_secs > num_frames * fps:
+        start, end = int(skip_secs * video_fps), min(int(total - skip_secs * video_fps), total - 1)
+    if start >= end:
+        start, end = 0, total - 1
+    return sorted(set(np.linspace(start, end, wanted, dtype=int).tolist()))
 
 
 def _norm(settings: VideoSettings, device: torch.device) -> FusedInputNorm:
