@@ -326,11 +326,8 @@ _VIDEO_KEYS = sorted(video.CALL_KEYS["qwen3_vl"] - _VIDEO_SAMPLED - {"do_sample_
 def unsupported_video(upstream: object) -> str | None:
     """Why FusedHFVideoProcessor cannot stand in for the video processor `upstream`; None when it can."""
     name = type(upstream).__name__
-    kind = configs.video_kind_of({"video_processor_type": name})
-    if kind is None:
-        return f"{name} is not a Qwen-VL video processor"
-    if kind == "smolvlm":  # its _preprocess pads and takes other keys: FusedVideoProcessor serves it standalone
-        return f"{name} is served by FusedVideoProcessor, not yet through this adapter"
+    if configs.video_kind_of({"video_processor_type": name}) is None:
+        return f"{name} is not a Qwen-VL, GLM-4V or SmolVLM video processor"
     for method in ("preprocess", "_preprocess", "to_dict"):
         if not callable(getattr(upstream, method, None)):
             return f"{name} has no {method}"
@@ -348,7 +345,8 @@ def _video_config(upstream: Any) -> dict:
 
 
 class FusedHFVideoProcessor(_Adapter):
-    """A transformers Qwen-VL video processor whose resize, normalize and patch rows FusedVideoProcessor computes:
+    """A transformers Qwen-VL, GLM-4V or SmolVLM2 video processor whose per-frame work (resize, normalize, the
+    patch rows or SmolVLM's padded frames) FusedVideoProcessor computes:
     upstream's own `preprocess` runs (its kwarg checks, frame sampling, metadata, return_metadata) with this
     object as `self`, so only its `_preprocess` (the per-frame work) is replaced; a call that step does not
     reproduce goes to upstream's `_preprocess`, with one log line per reason. Every other attribute is
@@ -415,7 +413,13 @@ class FusedHFVideoProcessor(_Adapter):
         return_tensors = rest.pop("return_tensors", None)
         if return_tensors not in (None, "pt"):
             return f"return_tensors={return_tensors!r} (only 'pt' is served)"
-        for key in ("do_center_crop", "crop_size", "do_pad", "pad_size"):
+        smolvlm = configs.video_kind_of({"video_processor_type": type(self.upstream).__name__}) == "smolvlm"
+        padded = rest.pop("do_pad", None)
+        if smolvlm and padded is False:
+            return "do_pad is off (SmolVLM's videos are served padded)"
+        if not smolvlm and padded not in (None, False):
+            return "do_pad is set"
+        for key in ("do_center_crop", "crop_size", "pad_size"):
             if rest.pop(key, None) not in (None, False):
                 return f"{key} is set"
         leftover = {k: v for k, v in rest.items() if k not in _VIDEO_SAMPLED and v is not None}
@@ -431,15 +435,18 @@ class FusedHFVideoProcessor(_Adapter):
             )
         except (TypeError, ValueError) as e:
             return str(e)
+        if smolvlm and return_tensors is None:  # its unstacked output: a list of padded videos, one of masks
+            out = {key: list(value) for key, value in out.items()}
         from transformers import BatchFeature
 
         return BatchFeature(data=out, tensor_type=return_tensors)
 
     def _processor(self, device: torch.device) -> FusedVideoProcessor:
-        # Keyed by device alone: upstream's preprocess passes every setting of the call (its attributes as
-        # they are now, a call's kwargs on top) to _preprocess, and _serve hands them all on as overrides.
+        # Keyed by device and max_image_size: upstream's preprocess passes every setting of the call (its
+        # attributes as they are now, a call's kwargs on top) to _preprocess, and _serve hands them all on as
+        # overrides, but SmolVLM's resize reads its instance's max_image_size (a call's is read by no step).
         return self._processors.get(
-            (str(device),),
+            (str(device), repr(getattr(self.upstream, "max_image_size", None))),
             lambda: FusedVideoProcessor.from_preprocessor_config(
                 _video_config(self.upstream), device=device, reference=self.reference
             ),

@@ -12,11 +12,12 @@ import random
 import numpy as np
 import pytest
 import torch
-from family_checks import assert_same, photo
+from family_checks import assert_same, forbid_upstream, photo
 from test_resize import NO_TORCH_LANCZOS, TORCH_LANCZOS
 
 from fused_input_norm import FusedVideoProcessor
 from fused_input_norm import config as configs
+from fused_input_norm.hf_adapter import FusedHFVideoProcessor
 from fused_input_norm.video import smolvlm_frame_indices
 
 pytest.importorskip("skimage.data", reason="scikit-image (real photos) is not installed")
@@ -161,6 +162,44 @@ def test_gray_and_frame_lists():
 def test_checkpoint_config_as_shipped():
     """SmolVLM2-2.2B's own sizes: each frame up to 1536 on its longest edge, then to 384 x 384."""
     check(SMOLVLM2, [torch.from_numpy(clip(2, height=90, width=130))], "smolvlm2-2.2B video")
+
+
+# ----- FusedHFVideoProcessor: transformers' own preprocess (its sampling), the frames' work here -----
+
+
+def adapter_call(adapter, upstream, videos, label: str, **kwargs) -> None:
+    """The adapter against upstream on the same call (upstream's preprocess patched to fail inside the
+    adapter: a call handed back fails the test); metadata as fresh VideoMetadata per call."""
+    fresh = lambda: {  # noqa: E731
+        k: [VideoMetadata(**m) for m in v] if k == "video_metadata" else v for k, v in kwargs.items()
+    }
+    want = upstream(videos, **fresh())
+    got = adapter(videos, **fresh())
+    if kwargs.get("return_tensors") is None:  # lists of padded videos and of masks
+        for key in want:
+            assert len(got[key]) == len(want[key]), (label, key)
+            named = lambda values: {f"{key}[{i}]": value for i, value in enumerate(values)}  # noqa: B023, E731
+            assert_same(named(got[key]), named(want[key]), f"{label} {key}")
+        return
+    assert_same(dict(got), dict(want), label)
+
+
+@needs_torch_lanczos
+def test_adapter_matches_transformers(monkeypatch):
+    upstream = smolvlm_video.SmolVLMVideoProcessor(**SMALL)
+    adapter = FusedHFVideoProcessor(smolvlm_video.SmolVLMVideoProcessor(**SMALL))
+    forbid_upstream(monkeypatch, adapter)
+    videos = [torch.from_numpy(v).permute(0, 3, 1, 2).contiguous() for v in (clip(4), clip(2, "coffee", 70, 90))]
+    adapter_call(adapter, upstream, videos, "adapter smolvlm video", return_tensors="pt")
+    adapter_call(adapter, upstream, videos, "adapter smolvlm video unstacked")
+    adapter_call(adapter, upstream, videos, "adapter bytes", return_tensors="pt", do_rescale=False, do_normalize=False)
+    meta = [metadata(4, 2.0), metadata(2, 1.0)]
+    adapter_call(
+        adapter, upstream, videos, "adapter sampled", return_tensors="pt", do_sample_frames=True, video_metadata=meta
+    )
+    for processor in (adapter, upstream):  # an attribute write: the instance's tile, which its resize reads
+        processor.max_image_size = {"longest_edge": 48}
+    adapter_call(adapter, upstream, videos, "adapter max_image_size written", return_tensors="pt")
 
 
 # ----- the config as transformers reads it -----
