@@ -14,6 +14,7 @@ import pytest
 import torch
 from family_checks import assert_same, forbid_upstream, photo
 from test_resize import NO_TORCH_LANCZOS, TORCH_LANCZOS
+from test_video_decode import TORCHCODEC_MISSING, encode
 
 from fused_input_norm import FusedVideoProcessor
 from fused_input_norm import config as configs
@@ -162,6 +163,25 @@ def test_gray_and_frame_lists():
 def test_checkpoint_config_as_shipped():
     """SmolVLM2-2.2B's own sizes: each frame up to 1536 on its longest edge, then to 384 x 384."""
     check(SMOLVLM2, [torch.from_numpy(clip(2, height=90, width=130))], "smolvlm2-2.2B video")
+
+
+@needs_torch_lanczos
+@pytest.mark.skipif(TORCHCODEC_MISSING is not None, reason=str(TORCHCODEC_MISSING))
+def test_encoded_video_matches_transformers_from_its_path(tmp_path):
+    """An MP4's path and bytes (torchcodec's decode, only the frames sampling picks, from the stream's count,
+    fps and duration) against transformers given the path: sampling off, the config's fps 1 over 2 s, and one
+    frame of a 5 s clip (the first and last second skipped)."""
+    for frames, fps, kwargs in [
+        (10, 5.0, {}),
+        (40, 20.0, {"do_sample_frames": True}),
+        (40, 8.0, {"do_sample_frames": True, "num_frames": 1}),
+    ]:
+        path = tmp_path / f"clip-{frames}-{fps}.mp4"
+        path.write_bytes(encode(clip(frames, "chelsea", 96, 128, (1, 2)), "mp4", fps))
+        want = smolvlm_video.SmolVLMVideoProcessor(**SMALL)(str(path), return_tensors="pt", **kwargs)
+        ours = FusedVideoProcessor.from_preprocessor_config(SMALL, device="cpu")
+        for source in (str(path), path.read_bytes()):
+            assert_same(ours(source, **kwargs), dict(want), f"smolvlm video mp4 {frames} frames at {fps} fps {kwargs}")
 
 
 # ----- FusedHFVideoProcessor: transformers' own preprocess (its sampling), the frames' work here -----
