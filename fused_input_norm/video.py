@@ -114,7 +114,7 @@ class FusedVideoProcessor:
         self._decode_device = device if decoder == "nvdec" else torch.device("cpu")
         self._plans = PlanCache()
         self._bytes = FusedInputNorm.identity(norm.channel)  # uint8 output: weight 1, bias 0
-        self._frames: FusedImageProcessor | None = None  # SmolVLM's: the last call's frame settings
+        self._frames: FusedImageProcessor | None = None  # SmolVLM: its frames' processor (the last settings)
 
     @classmethod
     def from_preprocessor_config(
