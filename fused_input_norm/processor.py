@@ -18,7 +18,7 @@ import torch
 from . import config as configs
 from . import families, ops, output_pool
 from . import images as intake
-from .checks import check_output_size, check_strided, check_visual_dtype, image_name
+from .checks import check_output_size, check_strided, check_visual_dtype, image_name, per_channel
 from .module import FusedInputNorm
 from .resize import PlanCache, check_reference, resize_into
 
@@ -217,15 +217,13 @@ def _stepwise(n: configs.Normalization, dtype: torch.dtype) -> tuple[FusedInputN
     divide by after it. Where every std is a power of two, dividing by it is exact and commutes with
     rounding: the kernel rescales by factor / std, the subtraction takes mean / std, and no division is
     left (Llama 4's 0.5: two passes over the output, not four)."""
-    mean, std = (torch.tensor(_per_channel(v, n.channel), dtype=dtype).tolist() for v in (n.image_mean, n.image_std))
+    mean, std = (
+        torch.tensor(per_channel(_WHERE, name, getattr(n, name), n.channel), dtype=dtype).tolist()
+        for name in ("image_mean", "image_std")
+    )
     ones = torch.ones(n.channel, dtype=torch.float32)
     if all(math.frexp(s)[0] == 0.5 for s in std):
         subtract = torch.tensor([-m / s for m, s in zip(mean, std, strict=True)], dtype=torch.float32)
         return FusedInputNorm(0.0, std, n.rescale_factor, n.channel), [ones, subtract], []
     subtract = torch.tensor([-m for m in mean], dtype=torch.float32)
     return FusedInputNorm(0.0, 1.0, n.rescale_factor, n.channel), [ones, subtract], std
-
-
-def _per_channel(value: object, channel: int) -> list[float]:
-    """A config's mean or std (a number or one per channel) as one number per channel."""
-    return [float(v) for v in value] if isinstance(value, list | tuple) else [float(value)] * channel
