@@ -1,7 +1,10 @@
-"""fused_input_norm: y = x * weight[c] + bias[c] in fp32, from uint8/uint16/float pixels to bf16/fp16/fp32.
+"""fused_input_norm: exact image and video preprocessing for VLM serving, with a vLLM plugin.
 
-`import fused_input_norm` loads the compiled ops (torch.ops.fused_input_norm.*), their fake kernels, and
-the FusedInputNorm module.
+A model's processor config and encoded images or videos in, transformers' outputs out (FusedImageProcessor,
+FusedVideoProcessor): the resize, rescale, normalize and layout as one fused kernel per image, on the CPU or
+a GPU. `import fused_input_norm` loads the compiled ops (torch.ops.fused_input_norm.*) and their fake
+kernels, the FusedInputNorm module and the processors; it never imports vllm (the plugin, vllm_plugin.py,
+is loaded by vLLM through its entry point).
 """
 
 import json

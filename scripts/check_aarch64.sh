@@ -7,7 +7,7 @@
 # any SIMD path (plain C++, not vectorized), plus the GPU kernels' host emulation; then the resize's CPU kernels
 # (neon and default), cross-built torch-free, by the host's pytest
 # (PYTHON, default .venv/bin/python: Pillow and torchvision as references) through qemu. torch itself is not
-# run under qemu (no aarch64 Python userland here; README, aarch64). Ends with "N passed, 0 failed".
+# run under qemu (no aarch64 Python userland here; docs/platforms.md, aarch64). Ends with "N passed, 0 failed".
 #   TORCH_VERSION=2.14.1   AARCH64_CACHE=.ci-cache/aarch64 (the 454 MB wheel, reused by later runs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -10,7 +10,7 @@
 #      torch C++ symbol imported, libamdhip64 linked;
 #   4. torch.ops.load_library of it (the HIP runtime loads without a GPU), the GPU kernels registered for the
 #      CUDA dispatch key (ROCm torch dispatches HIP tensors there), and the CPU op tests run through it.
-# MI300: gfx940, the nearest arch Debian's hipcc 5.2 (LLVM 15) knows; gfx942 needs a newer ROCm (README).
+# MI300: gfx940, the nearest arch Debian's hipcc 5.2 (LLVM 15) knows; gfx942 needs a newer ROCm (docs/platforms.md).
 #   PYTHON=.venv/bin/python   ROCM_ARCHS="gfx90a;gfx940"   CMAKE=cmake
 #   ROCM_TESTS="tests/test_ops.py tests/test_validation.py"  (pytest args; the CPU op tests run through it)
 set -euo pipefail

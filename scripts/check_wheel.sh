@@ -33,7 +33,7 @@ requires=$(grep '^Requires-Dist: torch' <<< "$metadata" || true)
 # What `pip show` prints: the license (as a PEP 639 expression, which pip < 25.0 leaves out of its License
 # line), the author; no Home-page, the project has no public one.
 for field in "License-Expression: Apache-2.0" "License-File: LICENSE" "Author: fused_input_norm developers" \
-  "Summary: uint8 pixels -> normalized"; do
+  "Summary: Exact image and video preprocessing for VLM serving"; do
   grep -q "^$field" <<< "$metadata" || { echo "the wheel's METADATA lacks '$field'"; exit 1; }
 done
 echo "metadata: $requires; $(grep -E '^(License-Expression|Author):' <<< "$metadata" | paste -sd ';' | sed 's/;/; /')"

@@ -64,7 +64,7 @@ def _messages(error: BaseException) -> str:
 def test_compiled_module_rejects_wrong_channels(fullgraph):
     """Without fullgraph, dynamo falls back to eager at the raise: the caller gets eager's ValueError. With
     fullgraph=True, dynamo cannot let an exception leave the graph: it raises its own Unsupported (a
-    RuntimeError) carrying the ValueError's message, which the README documents."""
+    RuntimeError) carrying the ValueError's message, which docs/api.md documents."""
     torch._dynamo.reset()
     norm = FusedInputNorm(CLIP_MEAN, CLIP_STD, 1 / 255)
     compiled = torch.compile(norm, fullgraph=fullgraph, dynamic=True)

@@ -336,7 +336,7 @@ def format_affine(report: dict) -> str:
 
 
 def summary_table(report: dict) -> str:
-    """One Markdown row per case: the figures to compare across runs (and the README's table)."""
+    """One Markdown row per case: the figures to compare across runs (and docs/performance.md's table)."""
     ratio_names = [name for name in RATIOS if any(name in r["ratios"] for r in report["results"])]
     head = ["case", OP_OUT, "copy_(view)", "contiguous copy", OP_ALLOC, *ratio_names]
     rows = []
