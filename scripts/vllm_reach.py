@@ -32,6 +32,7 @@ import inspect
 import json
 import pathlib
 import pkgutil
+import re
 import sys
 from collections.abc import Mapping
 
@@ -44,12 +45,14 @@ STATUSES = ("served", "partly", "not", "unknown")
 # A name is transformers' class unless prefixed: "vllm:" vLLM's own preprocessing (a class of
 # vllm/transformers_utils/processors, vllm/models or the model file), "remote:" the checkpoint's remote code
 # ("remote:?": not readable offline), "mistral_common:" Mistral's own encoder. None: the modality has no
-# processor of its own. Read from vllm 0.34.0's model files and transformers 5.22's auto mappings, offline:
-# a row whose checkpoint ships another class is wrong here, and only here.
+# processor of its own. Read from vllm 0.34.0's model files (and the remote-code classes they name) and
+# transformers 5.22's auto mappings, offline, without downloading the checkpoints: a checkpoint ending in "?" is
+# the model's name, not a repository id checked. A row whose checkpoint ships another class is wrong here, and
+# only here.
 CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
-    "Alpamayo2Super": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "nvidia/Alpamayo-2-Super"),
+    "Alpamayo2Super": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "nvidia/Alpamayo-2-Super?"),
     "BagelForConditionalGeneration": ("SiglipImageProcessor", None, "ByteDance-Seed/BAGEL-7B-MoT"),
-    "BailingMoeV3VLForConditionalGeneration": ("remote:?", None, "inclusionAI (Ling/Ming V3 VL)"),
+    "BailingMoeV3VLForConditionalGeneration": ("remote:?", None, "inclusionAI (Ling/Ming V3 VL)?"),
     "BeeForConditionalGeneration": ("remote:?", "remote:?", "Open-Bee/Bee-8B-RL"),
     "Blip2ForConditionalGeneration": ("BlipImageProcessor", None, "Salesforce/blip2-opt-2.7b"),
     "Cohere2VisionForConditionalGeneration": (
@@ -57,24 +60,24 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
         None,
         "CohereLabs/command-a-vision-07-2025",
     ),
-    "CohereCompassForConditionalGeneration": ("CohereCompassImageProcessor", None, "CohereLabs (Compass)"),
-    "Cosmos3ForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "nvidia/Cosmos-3"),
+    "CohereCompassForConditionalGeneration": ("CohereCompassImageProcessor", None, "CohereLabs (Compass)?"),
+    "Cosmos3ForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "nvidia/Cosmos-3?"),
     "Cosmos3EdgeForConditionalGeneration": (
         "Cosmos3EdgeImageProcessor",
         "Cosmos3EdgeVideoProcessor",
-        "nvidia/Cosmos-3-Edge",
+        "nvidia/Cosmos-3-Edge?",
     ),
     "DeepseekVLV2ForCausalLM": ("vllm:DeepseekVLV2Processor", None, "deepseek-ai/deepseek-vl2-tiny"),
     "DeepseekOCRForCausalLM": ("vllm:DeepseekOCRProcessor", None, "deepseek-ai/DeepSeek-OCR"),
-    "DeepseekOCR2ForCausalLM": ("vllm:DeepseekOCRProcessor", None, "deepseek-ai/DeepSeek-OCR-2"),
-    "DeepseekV4ForConditionalGeneration": ("vllm:DeepseekV4VLImageProcessor", None, "deepseek-ai/DeepSeek-V4"),
-    "DeepseekV41ForCausalLM": ("vllm:DeepseekV4VLImageProcessor", None, "deepseek-ai/DeepSeek-V4.1"),
+    "DeepseekOCR2ForCausalLM": ("vllm:DeepseekOCRProcessor", None, "deepseek-ai/DeepSeek-OCR-2?"),
+    "DeepseekV4ForConditionalGeneration": ("vllm:DeepseekV4VLImageProcessor", None, "deepseek-ai/DeepSeek-V4?"),
+    "DeepseekV41ForCausalLM": ("vllm:DeepseekV4VLImageProcessor", None, "deepseek-ai/DeepSeek-V4.1?"),
     "Dots3NoteForCausalLM": (
         "vllm:Dots3NoteImageProcessor",
         "vllm:Dots3NoteImageProcessor",
-        "rednote-hilab/dots3.note",
+        "rednote-hilab/dots3.note?",
     ),
-    "UnlimitedOCRForCausalLM": ("vllm:UnlimitedOCRProcessor", None, "Unlimited-OCR"),
+    "UnlimitedOCRForCausalLM": ("vllm:UnlimitedOCRProcessor", None, "Unlimited-OCR?"),
     "DotsOCRForCausalLM": ("Qwen2VLImageProcessor", None, "rednote-hilab/dots.ocr"),
     "Eagle2_5_VLForConditionalGeneration": ("vllm:InternVLChatImageProcessor", None, "nvidia/Eagle2.5-8B"),
     "Ernie4_5_VLMoeForConditionalGeneration": (
@@ -82,22 +85,22 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
         "Ernie4_5_VLMoeVideoProcessor",
         "baidu/ERNIE-4.5-VL-28B-A3B-PT",
     ),
-    "Exaone4_5_ForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen2VLVideoProcessor", "LGAI-EXAONE/EXAONE-4.5"),
+    "Exaone4_5_ForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen2VLVideoProcessor", "LGAI-EXAONE/EXAONE-4.5?"),
     "Gemma3ForConditionalGeneration": ("Gemma3ImageProcessor", None, "google/gemma-3-4b-it"),
     "Gemma3nForConditionalGeneration": ("SiglipImageProcessor", None, "google/gemma-3n-E4B-it"),
-    "DiffusionGemmaForBlockDiffusion": ("Gemma4ImageProcessor", "Gemma4VideoProcessor", "google/diffusion-gemma"),
-    "Gemma4ForConditionalGeneration": ("Gemma4ImageProcessor", "Gemma4VideoProcessor", "google/gemma-4"),
+    "DiffusionGemmaForBlockDiffusion": ("Gemma4ImageProcessor", "Gemma4VideoProcessor", "google/diffusion-gemma?"),
+    "Gemma4ForConditionalGeneration": ("Gemma4ImageProcessor", "Gemma4VideoProcessor", "google/gemma-4?"),
     "Gemma4UnifiedForConditionalGeneration": (
         "Gemma4UnifiedImageProcessor",
         "Gemma4UnifiedVideoProcessor",
-        "google/gemma-4 (unified)",
+        "google/gemma-4 (unified)?",
     ),
     "GLM4VForCausalLM": ("vllm:GLM4VImageProcessorFast", None, "zai-org/glm-4v-9b"),
     "Glm4vForConditionalGeneration": ("Glm4vImageProcessor", "Glm4vVideoProcessor", "zai-org/GLM-4.1V-9B-Thinking"),
     "Glm4vMoeForConditionalGeneration": ("Glm4vImageProcessor", "Glm4vVideoProcessor", "zai-org/GLM-4.5V"),
-    "GlmOcrForConditionalGeneration": ("Glm46VImageProcessor", "Glm46VVideoProcessor", "zai-org/GLM-OCR"),
-    "Glm5NextForConditionalGeneration": ("Glm5NextImageProcessor", "Glm5NextVideoProcessor", "zai-org/GLM-5-Next"),
-    "Granite4VisionForConditionalGeneration": ("LlavaNextImageProcessor", None, "ibm-granite/granite-4.0-vision"),
+    "GlmOcrForConditionalGeneration": ("Glm46VImageProcessor", "Glm46VVideoProcessor", "zai-org/GLM-OCR?"),
+    "Glm5NextForConditionalGeneration": ("Glm5NextImageProcessor", "Glm5NextVideoProcessor", "zai-org/GLM-5-Next?"),
+    "Granite4VisionForConditionalGeneration": ("LlavaNextImageProcessor", None, "ibm-granite/granite-4.0-vision?"),
     "H2OVLChatModel": ("vllm:H2OVLImageProcessor", "vllm:H2OVLImageProcessor", "h2oai/h2ovl-mississippi-800m"),
     "InternVLChatModel": (
         "vllm:InternVLChatImageProcessor",
@@ -110,19 +113,23 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
         "InternVLVideoProcessor",
         "OpenGVLab/InternVL3-1B-hf",
     ),
-    "InternS1ProForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "internlm/Intern-S1-Pro"),
-    "InternS2MobiusForConditionalGeneration": ("remote:?", "remote:?", "internlm/Intern-S2-Mobius"),
-    "InternS2PreviewForConditionalGeneration": ("remote:?", "remote:?", "internlm/Intern-S2-Preview"),
+    "InternS1ProForConditionalGeneration": (
+        "Qwen2VLImageProcessor",
+        "Qwen3VLVideoProcessor",
+        "internlm/Intern-S1-Pro?",
+    ),
+    "InternS2MobiusForConditionalGeneration": ("remote:?", "remote:?", "internlm/Intern-S2-Mobius?"),
+    "InternS2PreviewForConditionalGeneration": ("remote:?", "remote:?", "internlm/Intern-S2-Preview?"),
     "Idefics3ForConditionalGeneration": ("Idefics3ImageProcessor", None, "HuggingFaceM4/Idefics3-8B-Llama3"),
     "IsaacForConditionalGeneration": ("vllm:IsaacImageProcessor", None, "PerceptronAI/Isaac-0.1"),
     "KananaVForConditionalGeneration": ("remote:?", None, "kakaocorp/kanana-1.5-v-3b-instruct"),
     "KimiVLForConditionalGeneration": ("remote:KimiVLImageProcessor", None, "moonshotai/Kimi-VL-A3B-Instruct"),
-    "KimiK25ForConditionalGeneration": ("vllm:KimiK25Processor", "vllm:KimiK25Processor", "moonshotai/Kimi-K2.5"),
-    "KimiK3ForConditionalGeneration": ("vllm:KimiK3Processor", None, "moonshotai/Kimi-K3"),
-    "KimiK31ForConditionalGeneration": ("vllm:KimiK3Processor", None, "moonshotai/Kimi-K3.1"),
+    "KimiK25ForConditionalGeneration": ("vllm:KimiK25Processor", "vllm:KimiK25Processor", "moonshotai/Kimi-K2.5?"),
+    "KimiK3ForConditionalGeneration": ("vllm:KimiK3Processor", None, "moonshotai/Kimi-K3?"),
+    "KimiK31ForConditionalGeneration": ("vllm:KimiK3Processor", None, "moonshotai/Kimi-K3.1?"),
     "LightOnOCRForConditionalGeneration": ("PixtralImageProcessor", None, "lightonai/LightOnOCR-1B-1025"),
     "Lfm2VlForConditionalGeneration": ("Lfm2VlImageProcessor", None, "LiquidAI/LFM2-VL-1.6B"),
-    "Lfm3VlForConditionalGeneration": ("vllm:Lfm3VlProcessor", "vllm:Lfm3VlProcessor", "LiquidAI/LFM3-VL"),
+    "Lfm3VlForConditionalGeneration": ("vllm:Lfm3VlProcessor", "vllm:Lfm3VlProcessor", "LiquidAI/LFM3-VL?"),
     "Llama4ForConditionalGeneration": ("Llama4ImageProcessor", None, "meta-llama/Llama-4-Scout-17B-16E-Instruct"),
     "Llama_Nemotron_Nano_VL": (
         "vllm:LlamaNemotronNanoVLImageProcessor",
@@ -144,30 +151,30 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
     "LlavaOnevision2ForConditionalGeneration": (
         "Qwen2VLImageProcessor",
         "LlavaOnevision2VideoProcessor",
-        "lmms-lab/LLaVA-OneVision-2",
+        "lmms-lab/LLaVA-OneVision-2?",
     ),
-    "MiMoV2OmniForCausalLM": ("vllm:MiMoVLProcessor", "vllm:MiMoVLProcessor", "XiaomiMiMo/MiMo-V2-Omni"),
+    "MiMoV2OmniForCausalLM": ("vllm:MiMoVLProcessor", "vllm:MiMoVLProcessor", "XiaomiMiMo/MiMo-V2-Omni?"),
     "MiniMaxM3SparseForConditionalGeneration": (
         "vllm:MiniMaxM3VLImageProcessor",
         "vllm:MiniMaxM3VLVideoProcessor",
-        "MiniMaxAI/MiniMax-M3",
+        "MiniMaxAI/MiniMax-M3?",
     ),
     "MiniCPMO": ("remote:MiniCPMVImageProcessor", "remote:MiniCPMVImageProcessor", "openbmb/MiniCPM-o-2_6"),
     "MiniCPMOcrForConditionalGeneration": (
         "MiniCPMOcrImageProcessor",
         "MiniCPMOcrVideoProcessor",
-        "openbmb/MiniCPM-OCR",
+        "openbmb/MiniCPM-OCR?",
     ),
     "MiniCPMV": ("remote:MiniCPMVImageProcessor", "remote:MiniCPMVImageProcessor", "openbmb/MiniCPM-V-2_6"),
     "MiniCPMV4_6ForConditionalGeneration": (
         "MiniCPMV4_6ImageProcessor",
         "MiniCPMV4_6VideoProcessor",
-        "openbmb/MiniCPM-V-4_6",
+        "openbmb/MiniCPM-V-4_6?",
     ),
     "MiniCPMV4_7ForConditionalGeneration": (
         "MiniCPMV4_6ImageProcessor",
         "MiniCPMV4_6VideoProcessor",
-        "openbmb/MiniCPM-V-4_7",
+        "openbmb/MiniCPM-V-4_7?",
     ),
     "Mistral3ForConditionalGeneration": (
         "PixtralImageProcessor",
@@ -175,7 +182,7 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
         "mistralai/Mistral-Small-3.1-24B-Instruct-2503 (--config-format hf; the Mistral format is Pixtral's row)",
     ),
     "MolmoForCausalLM": ("remote:MolmoImageProcessor", None, "allenai/Molmo-7B-D-0924"),
-    "Molmo2ForConditionalGeneration": ("Molmo2ImageProcessor", "Molmo2VideoProcessor", "allenai/Molmo2-8B"),
+    "Molmo2ForConditionalGeneration": ("Molmo2ImageProcessor", "Molmo2VideoProcessor", "allenai/Molmo2-8B?"),
     "Moondream3ForCausalLM": ("vllm:Moondream3Processor", None, "moondream/moondream3-preview"),
     "HfMoondream": ("vllm:Moondream3Processor", None, "moondream/moondream3-preview"),
     "NemotronH_Nano_VL_V2": (
@@ -186,32 +193,32 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
     "NemotronH_Nano_Omni_Reasoning_V3": (
         "vllm:NanoNemotronVLProcessor",
         "vllm:NanoNemotronVLProcessor",
-        "nvidia/Nemotron-3-Nano-Omni",
+        "nvidia/Nemotron-3-Nano-Omni?",
     ),
     "NemotronH_Super_Omni_Reasoning_V3": (
         "vllm:NanoNemotronVLProcessor",
         "vllm:NanoNemotronVLProcessor",
-        "nvidia/Nemotron-3-Super-Omni",
+        "nvidia/Nemotron-3-Super-Omni?",
     ),
     "NemotronH_Omni_Reasoning_V3": (
         "vllm:NanoNemotronVLProcessor",
         "vllm:NanoNemotronVLProcessor",
-        "nvidia/Nemotron-3-Omni",
+        "nvidia/Nemotron-3-Omni?",
     ),
     "NVLM_D": ("vllm:InternVLChatImageProcessor", "vllm:InternVLChatVideoProcessor", "nvidia/NVLM-D-72B"),
-    "MuseGlimmerForConditionalGeneration": ("MuseGlimmerImageProcessor", "MuseGlimmerVideoProcessor", "Muse Glimmer"),
-    "MuseSparkForConditionalGeneration": ("vllm:MuseSparkProcessor", "vllm:MuseSparkVideoProcessor", "Muse Spark"),
+    "MuseGlimmerForConditionalGeneration": ("MuseGlimmerImageProcessor", "MuseGlimmerVideoProcessor", "Muse Glimmer?"),
+    "MuseSparkForConditionalGeneration": ("vllm:MuseSparkProcessor", "vllm:MuseSparkVideoProcessor", "Muse Spark?"),
     "OpenCUAForConditionalGeneration": ("Qwen2VLImageProcessor", None, "xlangai/OpenCUA-7B"),
-    "OpenPanguVLForConditionalGeneration": ("remote:?", "remote:?", "openPangu-VL"),
+    "OpenPanguVLForConditionalGeneration": ("remote:?", "remote:?", "openPangu-VL?"),
     "OpenVLAForActionPrediction": ("vllm:OpenVLAImageProcessor", None, "openvla/openvla-7b"),
     "Ovis": ("vllm:OvisProcessor", None, "AIDC-AI/Ovis2-8B"),
     "Ovis2_5": ("vllm:Ovis2_5Processor", "vllm:Ovis2_5Processor", "AIDC-AI/Ovis2.5-9B"),
-    "Ovis2_6ForCausalLM": ("vllm:Ovis2_5Processor", "vllm:Ovis2_5Processor", "AIDC-AI/Ovis2.6"),
-    "Ovis2_6_MoeForCausalLM": ("vllm:Ovis2_5Processor", "vllm:Ovis2_5Processor", "AIDC-AI/Ovis2.6 MoE"),
+    "Ovis2_6ForCausalLM": ("vllm:Ovis2_5Processor", "vllm:Ovis2_5Processor", "AIDC-AI/Ovis2.6?"),
+    "Ovis2_6_MoeForCausalLM": ("vllm:Ovis2_5Processor", "vllm:Ovis2_5Processor", "AIDC-AI/Ovis2.6 MoE?"),
     "PaddleOCRVLForConditionalGeneration": ("PaddleOCRVLImageProcessor", None, "PaddlePaddle/PaddleOCR-VL"),
     "PaliGemmaForConditionalGeneration": ("SiglipImageProcessor", None, "google/paligemma-3b-mix-224"),
     "Phi3VForCausalLM": ("remote:Phi3VImageProcessor", None, "microsoft/Phi-3.5-vision-instruct"),
-    "Phi4ForCausalLMV": ("remote:?", None, "microsoft Phi-4 SigLIP vision"),
+    "Phi4ForCausalLMV": ("remote:?", None, "microsoft Phi-4 SigLIP vision?"),
     "Phi4MMForCausalLM": ("remote:Phi4MMImageProcessor", None, "microsoft/Phi-4-multimodal-instruct"),
     "PixtralForConditionalGeneration": (
         "mistral_common:ImageEncoder",
@@ -221,7 +228,7 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
     "QianfanOCRForConditionalGeneration": (
         "vllm:InternVLChatImageProcessor",
         "vllm:InternVLChatVideoProcessor",
-        "baidu/Qianfan-OCR",
+        "baidu/Qianfan-OCR?",
     ),
     "Qwen2VLForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen2VLVideoProcessor", "Qwen/Qwen2-VL-7B-Instruct"),
     "Qwen2_5_VLForConditionalGeneration": (
@@ -242,18 +249,18 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
         "Qwen3VLVideoProcessor",
         "Qwen/Qwen3-VL-30B-A3B-Instruct",
     ),
-    "Qwen3_5ForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "Qwen/Qwen3.5"),
-    "Qwen3_5MoeForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "Qwen/Qwen3.5 MoE"),
-    "Qwen4ExpForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "Qwen/Qwen4-Exp"),
-    "RForConditionalGeneration": ("remote:?", "remote:?", "R-VL"),
+    "Qwen3_5ForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "Qwen/Qwen3.5?"),
+    "Qwen3_5MoeForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "Qwen/Qwen3.5 MoE?"),
+    "Qwen4ExpForConditionalGeneration": ("Qwen2VLImageProcessor", "Qwen3VLVideoProcessor", "Qwen/Qwen4-Exp?"),
+    "RForConditionalGeneration": ("remote:?", "remote:?", "R-VL?"),
     "SkyworkR1VChatModel": ("vllm:InternVLChatImageProcessor", None, "Skywork/Skywork-R1V-38B"),
     "SmolVLMForConditionalGeneration": ("SmolVLMImageProcessor", None, "HuggingFaceTB/SmolVLM2-2.2B-Instruct"),
-    "StepVLForConditionalGeneration": ("vllm:Step3VLImageProcessor", None, "stepfun-ai/Step-VL"),
+    "StepVLForConditionalGeneration": ("vllm:Step3VLImageProcessor", None, "stepfun-ai/Step-VL?"),
     "Step3VLForConditionalGeneration": ("vllm:Step3VLImageProcessor", None, "stepfun-ai/step3"),
-    "Step3p7ForConditionalGeneration": ("vllm:Step3VLImageProcessor", None, "stepfun-ai/Step-3.7"),
-    "Step5ForConditionalGeneration": ("vllm:Step3VLImageProcessor", None, "stepfun-ai/Step-5"),
+    "Step3p7ForConditionalGeneration": ("vllm:Step3VLImageProcessor", None, "stepfun-ai/Step-3.7?"),
+    "Step5ForConditionalGeneration": ("vllm:Step3VLImageProcessor", None, "stepfun-ai/Step-5?"),
     "NemotronParseForConditionalGeneration": ("remote:?", None, "nvidia/NVIDIA-Nemotron-Parse-v1.1"),
-    "RadioMBartPrefixForCausalLM": ("remote:?", None, "nvidia/Nemotron-Parse-3.5"),
+    "RadioMBartPrefixForCausalLM": ("remote:?", None, "nvidia/Nemotron-Parse-3.5?"),
 }
 
 
@@ -286,6 +293,18 @@ def _source(obj: object) -> str:
         return ""
 
 
+def _builds(info: type) -> str:
+    """The source of the processing info's get_hf_processor, with every super().get_hf_processor it calls (up
+    its MRO): where the processor is built, and from which class."""
+    sources = []
+    for cls in info.__mro__:
+        if "get_hf_processor" in vars(cls):
+            sources.append(_source(vars(cls)["get_hf_processor"]))
+            if "super().get_hf_processor(" not in sources[-1]:
+                break
+    return "\n".join(sources)
+
+
 def read_model(module: str, cls: str) -> dict:
     """What vLLM's own code says of one architecture: the media it takes, whether its processor is built through
     cached_processor_from_config, and the processing info class (None where the module cannot be imported
@@ -298,7 +317,7 @@ def read_model(module: str, cls: str) -> dict:
         for path in _source_files(name):
             with open(path) as f:
                 media |= _constants(f.read(), ("get_supported_mm_limits", "get_placeholder_str"))
-        return {"media": media, "hook": None, "info": None, "import_error": f"{type(e).__name__}: {e}"}
+        return {"media": media, "hook": None, "asks": [], "info": None, "import_error": f"{type(e).__name__}: {e}"}
     media = set()
     for medium in MEDIA:
         try:
@@ -308,13 +327,18 @@ def read_model(module: str, cls: str) -> dict:
             pass
     factory = getattr(model, "_processor_factory", None)
     info = getattr(factory, "info", None)
-    hook = None
+    builds = ""
     if isinstance(info, type):
         media |= _constants(_source(info.get_supported_mm_limits), ("get_supported_mm_limits",))
-        hook = "ctx.get_hf_processor(" in _source(info.get_hf_processor)
+        builds = _builds(info)
     elif info is not None:  # a function choosing the info class (LLaVA's): read the model module instead
-        hook = "ctx.get_hf_processor(" in _source(sys.modules[name])
-    return {"media": media, "hook": hook, "info": getattr(info, "__name__", None), "import_error": None}
+        builds = _source(sys.modules[name])
+    hook = "ctx.get_hf_processor(" in builds if builds else None
+    # The processor class it asks for: ctx.get_hf_processor(X, ...), ctx.init_processor(X, ...) or X(...) returned.
+    asks = re.findall(r"(?:get_hf_processor|init_processor)\(\s*([A-Z]\w*)", builds)
+    asks += re.findall(r"return ([A-Z]\w*Processor)\(", builds)
+    info_name = getattr(info, "__name__", None)
+    return {"media": media, "hook": hook, "asks": sorted(set(asks)), "info": info_name, "import_error": None}
 
 
 def plugin_modules() -> dict[str, str]:
@@ -367,6 +391,8 @@ def row(arch: str, module: str, cls: str, served_in_place: Mapping[str, str]) ->
     model = read_model(module, cls)
     media = model["media"]
     entry = {"architecture": arch, "module": model_module_name(module), "media": sorted(media)}
+    hook = {True: "cached_processor_from_config", False: "elsewhere", None: "?"}[model["hook"]]
+    entry |= {"vllm_asks_for": ", ".join(model["asks"]), "built": hook, "info": model["info"]}
     entry |= {"images": "", "videos": "", "status": "", "why": "", "checkpoint": "", "table": ""}
     if model["import_error"]:
         entry["note"] = f"not importable here ({model['import_error'][:120]}); media read from its source"
@@ -454,16 +480,19 @@ def markdown(rows: list[dict]) -> str:
         "its images and videos (a fused_input_norm family, a `fused_input_norm.vllm_*` module, or vLLM /",
         "transformers / mistral_common: not served) and why not. The processor classes come from the script's",
         "one table (CHECKPOINTS: the example checkpoint each row stands for); everything else is read from the",
-        "installed vLLM and fused_input_norm.",
+        'installed vLLM and fused_input_norm. "vLLM asks for": the processor class its processing info builds',
+        "or asks for, and whether through `cached_processor_from_config` (the plugin's hook) or elsewhere. A",
+        'checkpoint ending in "?" is the model\'s name, not a repository id checked (the table was written offline).',
         "",
         summary_line(rows) + ".",
         "",
-        "| Architecture | Media | Images | Videos | Status | Why not | Processors (table) | Example checkpoint |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Architecture | Media | Images | Videos | Status | Why not | vLLM asks for (built) | Processors (table) |"
+        " Example checkpoint |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [r["architecture"], ", ".join(r["media"]), r["images"], r["videos"], r["status"], r["why"]]
-        cells += [r["table"], r["checkpoint"]]
+        cells += [f"{r['vllm_asks_for']} ({r['built']})", r["table"], r["checkpoint"]]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
