@@ -70,7 +70,7 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
     "DeepseekVLV2ForCausalLM": ("vllm:DeepseekVLV2Processor", None, "deepseek-ai/deepseek-vl2-tiny"),
     "DeepseekOCRForCausalLM": ("vllm:DeepseekOCRProcessor", None, "deepseek-ai/DeepSeek-OCR"),
     "DeepseekOCR2ForCausalLM": ("vllm:DeepseekOCRProcessor", None, "deepseek-ai/DeepSeek-OCR-2?"),
-    "DeepseekV4ForConditionalGeneration": ("vllm:DeepseekV4VLImageProcessor", None, "deepseek-ai/DeepSeek-V4?"),
+    "DeepseekV4ForConditionalGeneration": ("vllm:DeepseekV4VLImageProcessor", None, "deepseek-ai/DeepSeek-V4-Pro"),
     "DeepseekV41ForCausalLM": ("vllm:DeepseekV4VLImageProcessor", None, "deepseek-ai/DeepSeek-V4.1?"),
     "Dots3NoteForCausalLM": (
         "vllm:Dots3NoteImageProcessor",
@@ -260,7 +260,7 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
     "Step3p7ForConditionalGeneration": ("vllm:Step3VLImageProcessor", None, "stepfun-ai/Step-3.7?"),
     "Step5ForConditionalGeneration": ("vllm:Step3VLImageProcessor", None, "stepfun-ai/Step-5?"),
     "NemotronParseForConditionalGeneration": ("remote:?", None, "nvidia/NVIDIA-Nemotron-Parse-v1.1"),
-    "RadioMBartPrefixForCausalLM": ("remote:?", None, "nvidia/Nemotron-Parse-3.5?"),
+    "RadioMBartPrefixForCausalLM": ("remote:?", None, "nvidia/Nemotron-3.5-Parse"),
 }
 
 
