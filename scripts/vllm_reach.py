@@ -357,8 +357,9 @@ def plugin_modules() -> dict[str, str]:
     return served
 
 
-def _medium(name: str | None, video: bool, hook: bool | None, served_in_place: Mapping[str, str]) -> tuple[str, str]:
-    """(what serves it, why not) for one modality's processor `name` as CHECKPOINTS writes it."""
+def _medium(name: str | None, video: bool, model: Mapping, served_in_place: Mapping[str, str]) -> tuple[str, str]:
+    """(what serves it, why not) for one modality's processor `name` as CHECKPOINTS writes it, in the model
+    read_model read."""
     from fused_input_norm import config, families
 
     if name is None:
@@ -379,7 +380,10 @@ def _medium(name: str | None, video: bool, hook: bool | None, served_in_place: M
     if family is None:
         origin = "remote code " if kind == "remote" else ""
         return "transformers", f"{origin}{what} {cls} has no family"
-    if hook is False:
+    wrapped = [served_in_place[a] for a in model["asks"] if a in served_in_place]
+    if model["hook"] is False and wrapped:  # a processor vLLM builds itself, served at class level
+        return wrapped[0], ""
+    if model["hook"] is False:
         return "transformers", f"{cls} ({family}) but vLLM builds its processor outside cached_processor_from_config"
     if not video and getattr(families.FAMILIES.get(family), "SINGLE_IMAGE_GROUPS", False):
         return family, "samples of several images are handed back to transformers"
@@ -408,7 +412,7 @@ def row(arch: str, module: str, cls: str, served_in_place: Mapping[str, str]) ->
         if medium[:-1] not in media:
             entry[medium] = "-"
             continue
-        server, why = _medium(name, video, model["hook"], served_in_place)
+        server, why = _medium(name, video, model, served_in_place)
         entry[medium] = server
         if why:
             whys.append(f"{medium}: {why}")

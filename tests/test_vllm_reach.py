@@ -123,3 +123,22 @@ def test_an_architecture_the_table_does_not_know_is_unknown(reach):
     assert r["status"] == "unknown"
     assert r["why"] == "unknown (not in the table)"
     assert reach.counts([r])["unknown"] == 1
+
+
+def test_a_new_family_shows_up_without_an_edit(reach, monkeypatch):
+    """A family registered for LLaVA-NeXT's image processor (none is today) makes its architectures served."""
+    from fused_input_norm import families
+
+    monkeypatch.setitem(families.TYPES, "LlavaNextImageProcessor", "llava_next")
+    (r,) = reach.reach({"LlavaNextForConditionalGeneration": ("llava_next", "LlavaNextForConditionalGeneration")})
+    assert (r["images"], r["status"]) == ("llava_next", "served")
+
+
+def test_a_processor_vllm_builds_itself_is_served_by_the_module_that_wraps_it(reach):
+    """OpenCUA's processor is built outside cached_processor_from_config; a vllm_* module wrapping its class
+    (served_in_place) would serve it, and without one the row says why not."""
+    module, cls = "opencua", "OpenCUAForConditionalGeneration"
+    unserved = reach.row("OpenCUAForConditionalGeneration", module, cls, {})
+    assert unserved["status"] == "not" and "outside cached_processor_from_config" in unserved["why"]
+    served = reach.row("OpenCUAForConditionalGeneration", module, cls, {"OpenCUAProcessor": "vllm_opencua"})
+    assert (served["images"], served["status"]) == ("vllm_opencua", "served")
