@@ -44,7 +44,7 @@ def test_the_table_names_only_architectures_of_the_registry(reach):
 
 
 def on_off_tested() -> dict[str, set[str]]:
-    """The families (and vllm_* modules) whose vLLM on-vs-off test exists, per modality: images from
+    """The families (and vllm_* modules) whose vLLM on-vs-off test runs, per modality: images from
     tests/test_vllm_families.py's models, videos from its InternVL chat video model and
     tests/test_vllm_processor.py's Qwen-VL models."""
     import test_vllm_families
@@ -52,10 +52,11 @@ def on_off_tested() -> dict[str, set[str]]:
 
     from fused_input_norm import config
 
-    images, videos = set(), {"vllm_internvl"} if "internvl_chat_video" in test_vllm_families.MODELS else set()
-    for _, _, _, image_processor in test_vllm_families.MODELS.values():
-        images.add(config.kind_of({"image_processor_type": image_processor}) or image_processor)
-    if "internvl_chat" in test_vllm_families.MODELS:  # vLLM's own InternVL processor: served by vllm_internvl
+    run = test_vllm_families.RUN  # the models it runs here (not skipped)
+    images, videos = set(), {"vllm_internvl"} if "internvl_chat_video" in run else set()
+    for model in run:
+        images.add(config.kind_of({"image_processor_type": test_vllm_families.MODELS[model][3]}))
+    if "internvl_chat" in run:  # vLLM's own InternVL processor: served by vllm_internvl
         images.add("vllm_internvl")
     images.add("qwen2_vl")  # tests/test_vllm_processor.py: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
     for model in test_vllm_processor.MODELS:
