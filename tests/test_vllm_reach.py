@@ -1,0 +1,145 @@
+"""scripts/vllm_reach.py against the installed vLLM (`bash scripts/test_vllm.sh` runs it in .venv-vllm): every
+architecture of vLLM's registry has a row, every row that says "served" names a family (or a vllm_* module) this
+package has and whose vLLM on-vs-off test exists, the counts add up, and an architecture the table does not
+know is reported as unknown."""
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="needs vllm: `bash scripts/test_vllm.sh` installs vllm 0.34.0 in .venv-vllm and runs this file",
+)
+
+
+@pytest.fixture(scope="module")
+def reach():
+    import vllm_reach
+
+    return vllm_reach
+
+
+@pytest.fixture(scope="module")
+def rows(reach):
+    return reach.reach()
+
+
+def test_every_architecture_of_the_registry_has_one_row(rows):
+    from vllm.model_executor.models import registry
+
+    assert [r["architecture"] for r in rows] == list(registry._MULTIMODAL_MODELS)
+
+
+def test_the_table_names_only_architectures_of_the_registry(reach):
+    from vllm.model_executor.models import registry
+
+    assert sorted(set(reach.CHECKPOINTS) - set(registry._MULTIMODAL_MODELS)) == []
+
+
+def on_off_tested() -> dict[str, set[str]]:
+    """The families (and vllm_* modules) whose vLLM on-vs-off test runs, per modality: images from
+    tests/test_vllm_families.py's models, videos from its InternVL chat video model and
+    tests/test_vllm_processor.py's Qwen-VL models."""
+    import test_vllm_families
+    import test_vllm_processor
+
+    from fused_input_norm import config
+
+    run = test_vllm_families.RUN  # the models it runs here (not skipped)
+    images, videos = set(), {"vllm_internvl"} if "internvl_chat_video" in run else set()
+    for model in run:
+        images.add(config.kind_of({"image_processor_type": test_vllm_families.MODELS[model][3]}))
+    if "internvl_chat" in run:  # vLLM's own InternVL processor: served by vllm_internvl
+        images.add("vllm_internvl")
+    images.add("qwen2_vl")  # tests/test_vllm_processor.py: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
+    for model in test_vllm_processor.MODELS:
+        videos.add("qwen3_vl" if model == "qwen3_vl" else "qwen2_vl")
+    return {"images": images, "videos": videos}
+
+
+# Served by the plugin but with no on-vs-off test inside vLLM yet: (modality, family). GLM-4.1V's and GLM-4.5V's
+# videos (FusedHFVideoProcessor for Glm4vVideoProcessor) are tested against transformers (test_families_glm_gemma.py),
+# not through vLLM's apply(). The test below fails when this set is not exactly the gaps, in either direction.
+UNTESTED_IN_VLLM = {("videos", "glm4v")}
+
+
+def test_every_served_row_names_a_family_with_its_vllm_on_off_test(rows, reach):
+    from fused_input_norm import config, families
+
+    modules = set(reach.plugin_modules().values())
+    tested = on_off_tested()
+    served = [r for r in rows if r["status"] in ("served", "partly")]
+    assert served, "no architecture served at all"
+    gaps = set()
+    for r in served:
+        for medium in ("images", "videos"):
+            server = r[medium]
+            if server in ("-", "transformers", "vLLM", "mistral_common", "unknown"):
+                continue
+            exists = server in modules or (
+                server in families.FAMILIES if medium == "images" else server in set(config.VIDEO_TYPES.values())
+            )
+            assert exists, f"{r['architecture']}: {medium} served by {server!r}, which this package does not have"
+            if server not in tested[medium]:
+                gaps.add((medium, server))
+    assert gaps == UNTESTED_IN_VLLM, f"served without a vLLM on-vs-off test: {sorted(gaps)}"
+
+
+def test_known_rows(rows):
+    """A few rows whose answer is known from the tests that run those models in vLLM."""
+    by_arch = {r["architecture"]: r for r in rows}
+    assert by_arch["Qwen2VLForConditionalGeneration"]["images"] == "qwen2_vl"
+    assert by_arch["InternVLChatModel"]["images"] == "vllm_internvl"
+    assert by_arch["PaliGemmaForConditionalGeneration"]["status"] == "served"
+    assert by_arch["PixtralForConditionalGeneration"]["status"] == "not"  # Mistral format: mistral_common
+    assert "mistral_common" in by_arch["PixtralForConditionalGeneration"]["why"]
+    assert by_arch["WhisperForConditionalGeneration"]["status"] == "no images"
+
+
+def test_counts_add_up(rows, reach):
+    c = reach.counts(rows)
+    assert c["architectures"] == len(rows)
+    image_capable = [r for r in rows if r["status"] != "no images"]
+    assert c["image_capable"] == len(image_capable) == c["served"] + c["partly"] + c["not"] + c["unknown"]
+    assert {r["status"] for r in image_capable} <= set(reach.STATUSES)
+    for r in image_capable:
+        assert {"image", "video"} & set(r["media"]), r
+        assert r["status"] == "served" or r["why"], f"{r['architecture']}: {r['status']} without a reason"
+    line = reach.summary_line(rows)
+    for status in reach.STATUSES:
+        assert f"{c[status]} {status}" in line, line
+
+
+def test_an_architecture_the_table_does_not_know_is_unknown(reach):
+    fake = {"FakeVLForConditionalGeneration": ("qwen2_vl", "Qwen2VLForConditionalGeneration")}
+    (r,) = reach.reach(fake)
+    assert r["architecture"] == "FakeVLForConditionalGeneration"
+    assert r["status"] == "unknown"
+    assert r["why"] == "unknown (not in the table)"
+    assert reach.counts([r])["unknown"] == 1
+
+
+def test_a_new_family_shows_up_without_an_edit(reach, monkeypatch):
+    """A family registered for LLaVA-NeXT's image processor (none is today) makes its architectures served."""
+    from fused_input_norm import families
+
+    monkeypatch.setitem(families.TYPES, "LlavaNextImageProcessor", "llava_next")
+    (r,) = reach.reach({"LlavaNextForConditionalGeneration": ("llava_next", "LlavaNextForConditionalGeneration")})
+    assert (r["images"], r["status"]) == ("llava_next", "served")
+
+
+def test_a_processor_vllm_builds_itself_is_served_by_the_module_that_wraps_it(reach):
+    """OpenCUA's processor is built outside cached_processor_from_config; a vllm_* module wrapping its class
+    (served_in_place) would serve it, and without one the row says why not."""
+    module, cls = "opencua", "OpenCUAForConditionalGeneration"
+    unserved = reach.row("OpenCUAForConditionalGeneration", module, cls, {})
+    assert unserved["status"] == "not" and "outside cached_processor_from_config" in unserved["why"]
+    served = reach.row("OpenCUAForConditionalGeneration", module, cls, {"OpenCUAProcessor": "vllm_opencua"})
+    assert (served["images"], served["status"]) == ("vllm_opencua", "served")
