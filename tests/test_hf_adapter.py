@@ -402,3 +402,109 @@ def test_video_cap_pixels_per_frame_unset_warns_on_upstreams_logger_as_transform
     assert not served._logged, served._logged
     warned = [r for r in caplog.records if r.name == module.__name__ and r.levelno == logging.WARNING]
     assert len(warned) == (1 if cap is None else 0), [r.getMessage() for r in warned]
+
+
+# ----- standing in: the adapter's type is upstream's -----
+
+
+def test_the_adapter_is_an_instance_of_upstreams_class_and_transformers_base_class():
+    """vLLM, SGLang and transformers test `isinstance(processor, <transformers class>)` (SGLang passes device=
+    only to a BaseImageProcessor): the adapter passes wherever its upstream passes, and is still an adapter."""
+    from transformers import BaseImageProcessor
+
+    theirs = upstream()
+    ours = FusedHFImageProcessor(theirs)
+    assert isinstance(ours, type(theirs)) and isinstance(ours, qwen.Qwen2VLImageProcessor)
+    assert isinstance(ours, BaseImageProcessor) and isinstance(ours, FusedHFImageProcessor)
+    assert type(ours) is type(FusedHFImageProcessor(upstream()))  # one stand-in class per upstream class
+    assert (type(ours).__name__, type(ours).__module__) == ("Qwen2VLImageProcessor", qwen.__name__)
+    siglip = pytest.importorskip("transformers.models.siglip").SiglipImageProcessor()
+    other = FusedHFImageProcessor(siglip)
+    assert isinstance(other, type(siglip)) and not isinstance(other, type(theirs))
+    assert not isinstance(ours, type(siglip))
+
+
+def test_lookups_on_the_adapters_type_find_upstreams_class_attributes():
+    """`type(processor).valid_kwargs` (transformers' kwarg checks) and the other class attributes are
+    upstream's, not the adapter's."""
+    theirs = upstream()
+    ours = FusedHFImageProcessor(theirs)
+    for name in ("valid_kwargs", "model_input_names", "resample", "image_mean", "merge_size", "preprocess"):
+        if name == "preprocess":  # the adapter's own method, on its type too
+            assert type(ours).preprocess is FusedHFImageProcessor.preprocess
+            continue
+        if hasattr(type(theirs), name):
+            assert getattr(type(ours), name) is getattr(type(theirs), name), name
+    assert type(ours).valid_kwargs is qwen.Qwen2VLImageProcessor.valid_kwargs
+
+
+def test_upstreams_class_attributes_never_hide_upstreams_instance_values():
+    """The stand-in class inherits upstream's class attributes (defaults such as image_mean); reads and
+    writes still reach upstream's instance, whose values differ from them here."""
+    theirs = qwen.Qwen2VLImageProcessor(image_mean=[0.1, 0.2, 0.3], merge_size=1, do_normalize=False)
+    ours = FusedHFImageProcessor(theirs)
+    assert list(ours.image_mean) == [0.1, 0.2, 0.3] and ours.merge_size == 1 and ours.do_normalize is False
+    assert list(type(ours).image_mean) != [0.1, 0.2, 0.3]  # the class default, hidden on the instance
+    ours.merge_size = 2
+    assert theirs.merge_size == 2 and "merge_size" not in vars(ours)
+    assert ours.to_dict() == theirs.to_dict()  # upstream's method, bound to upstream
+
+
+def test_a_copy_and_a_pickle_keep_the_stand_in_type_and_upstreams_values():
+    import copy
+    import pickle
+
+    ours = FusedHFImageProcessor(qwen.Qwen2VLImageProcessor(merge_size=1, max_pixels=200704))
+    assert ours.size["longest_edge"] == 200704
+    for clone in (copy.deepcopy(ours), pickle.loads(pickle.dumps(ours)), copy.copy(ours)):
+        assert type(clone) is type(ours) and isinstance(clone, qwen.Qwen2VLImageProcessor)
+        assert (
+            clone.merge_size == 1 and clone.upstream.size["longest_edge"] == 200704 and clone.reference == "torchvision"
+        )
+    assert copy.deepcopy(ours).upstream is not ours.upstream
+
+
+def test_vllms_qwen3_vl_check_tells_the_video_adapter_from_an_image_processor():
+    """vLLM's qwen3_vl.py (_get_vision_info) picks the video path by
+    `isinstance(image_processor, Qwen3VLVideoProcessor)`: true for the video adapter, false for the image one."""
+    import copy
+
+    from transformers import BaseVideoProcessor
+
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    videos = pytest.importorskip("transformers.models.qwen3_vl.video_processing_qwen3_vl").Qwen3VLVideoProcessor
+    theirs = videos(cap_pixels_per_frame=False)
+    video = FusedHFVideoProcessor(copy.deepcopy(theirs))
+    image = FusedHFImageProcessor(upstream())
+    assert isinstance(video, videos) and isinstance(video, BaseVideoProcessor)
+    assert not isinstance(image, videos)
+    assert type(video).valid_kwargs is videos.valid_kwargs
+    got = video(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
+    expected = theirs(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
+    assert not video._logged, video._logged
+    assert float((got["pixel_values_videos"] - expected["pixel_values_videos"]).abs().max()) <= 1e-6
+
+
+def test_vllms_qwen3_vl_vision_info_reads_the_video_adapter_as_a_video_processor():
+    """vLLM's own function, where installed (the vLLM venv): the same answer with the adapter as upstream."""
+    qwen3_vl = pytest.importorskip("vllm.model_executor.models.qwen3_vl", reason="needs vllm")
+    import inspect
+
+    source = inspect.getsource(qwen3_vl)
+    assert "isinstance(image_processor, Qwen3VLVideoProcessor)" in source
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    videos = qwen3_vl.Qwen3VLVideoProcessor
+    assert isinstance(FusedHFVideoProcessor(videos(cap_pixels_per_frame=False)), videos)
+
+
+def test_importing_the_package_does_not_import_transformers():
+    import subprocess
+    import sys
+
+    code = "import sys, fused_input_norm, fused_input_norm.hf_adapter; print('transformers' in sys.modules)"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
