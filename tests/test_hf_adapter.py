@@ -508,3 +508,112 @@ def test_importing_the_package_does_not_import_transformers():
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
         == "False"
     )
+
+
+# ----- built for every configuration its class accepts; each call decides -----
+
+# What Gemma3Processor's call passes to its image processor (Gemma3ProcessorKwargs' defaults) when a request
+# turns pan and scan on: the checkpoints' image processor configs leave these settings null.
+GEMMA3_CALL = {
+    "pan_and_scan_min_crop_size": 256,
+    "pan_and_scan_max_num_crops": 4,
+    "pan_and_scan_min_ratio_to_activate": 1.2,
+}
+
+
+def _gemma3_as_checkpoints_ship_it(**overrides):
+    """Gemma 3's image processor as its checkpoints' preprocessor_config.json builds it (the pan-and-scan
+    settings null), with vLLM's per-request `do_pan_and_scan=True` as a construction kwarg."""
+    gemma3 = pytest.importorskip("transformers.models.gemma3").Gemma3ImageProcessor
+    config = {
+        "do_pan_and_scan": None,
+        "pan_and_scan_min_crop_size": None,
+        "pan_and_scan_max_num_crops": None,
+        "pan_and_scan_min_ratio_to_activate": None,
+        "size": {"height": 896, "width": 896},
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "resample": 2,
+    }
+    return gemma3(**{**config, **overrides})
+
+
+def test_gemma3_with_null_pan_and_scan_settings_is_built_and_serves_the_calls_that_fill_them(monkeypatch):
+    """vLLM builds Gemma 3's processor with do_pan_and_scan=True and the checkpoint's null settings; the
+    adapter is built (it used to refuse, leaving transformers in place), and the call Gemma3Processor makes
+    (the settings filled) is served, equal to transformers'."""
+    theirs = _gemma3_as_checkpoints_ship_it(do_pan_and_scan=True)
+    assert unsupported(theirs) is None
+    ours = FusedHFImageProcessor(_gemma3_as_checkpoints_ship_it(do_pan_and_scan=True))
+    pictures = images()[:3]  # 1080x1920 is elongated enough to be cut into crops
+    expected = theirs(pictures, return_tensors="pt", **GEMMA3_CALL)
+    _forbid_upstream_preprocess(monkeypatch, ours)
+    got = ours(pictures, return_tensors="pt", **GEMMA3_CALL)
+    assert int(expected["num_crops"].sum()) > 0
+    assert torch.equal(got["num_crops"], expected["num_crops"])
+    pv, ref = got["pixel_values"], expected["pixel_values"]
+    assert pv.shape == ref.shape and float((pv - ref).abs().max()) <= 1e-6
+
+
+def test_gemma3_a_call_without_the_settings_is_handed_back_with_transformers_answer(caplog):
+    """The same processor called without the settings (only Gemma3Processor fills them): transformers' own
+    answer (here its error), and the reason logged once."""
+    theirs = _gemma3_as_checkpoints_ship_it(do_pan_and_scan=True)
+    ours = FusedHFImageProcessor(_gemma3_as_checkpoints_ship_it(do_pan_and_scan=True), logging.getLogger("t_g3"))
+    try:
+        expected = theirs(images()[:3], return_tensors="pt")
+    except Exception as e:  # whatever transformers raises, the adapter raises
+        with caplog.at_level(logging.INFO, logger="t_g3"), pytest.raises(type(e)):
+            ours(images()[:3], return_tensors="pt")
+    else:
+        with caplog.at_level(logging.INFO, logger="t_g3"):
+            got = ours(images()[:3], return_tensors="pt")
+        assert torch.equal(got["pixel_values"], expected["pixel_values"])
+    assert "pan_and_scan" in caplog.text and "serves this call" in caplog.text
+
+
+@pytest.mark.parametrize("family", ["gemma3.Gemma3ImageProcessor", "llama4.Llama4ImageProcessor"])
+def test_do_resize_none_is_built_and_each_call_answers_as_transformers(family):
+    """transformers builds these with do_resize=None (its tests do); so does the adapter. Its calls answer as
+    transformers' (Llama 4 refuses an unset do_resize at call time: the same error)."""
+    module, name = family.split(".")
+    cls = getattr(pytest.importorskip(f"transformers.models.{module}"), name)
+    theirs, ours = cls(do_resize=None), FusedHFImageProcessor(cls(do_resize=None))
+    assert isinstance(ours, cls) and ours.do_resize is None
+    pictures = [images()[0]] * 2  # one size: transformers stacks unresized images only when they agree
+    try:
+        expected = theirs(pictures, return_tensors="pt")
+    except Exception as e:
+        with pytest.raises(type(e)):
+            ours(pictures, return_tensors="pt")
+        return
+    got = ours(pictures, return_tensors="pt")
+    assert set(got) == set(expected)
+    pv, ref = got["pixel_values"], expected["pixel_values"]
+    assert pv.shape == ref.shape and float((pv - ref).abs().max()) <= 1e-6
+
+
+def test_llava_onevision_pinpoints_that_are_not_whole_tiles_are_built_and_answer_as_transformers():
+    """LLaVA-OneVision with image_grid_pinpoints that are not whole tiles of size (transformers' own tests
+    use such): built, and its calls give transformers' answer."""
+    cls = pytest.importorskip("transformers.models.llava_onevision").LlavaOnevisionImageProcessor
+    config = {"image_grid_pinpoints": [[200, 300], [300, 500]], "size": {"height": 384, "width": 384}}
+    theirs, ours = cls(**config), FusedHFImageProcessor(cls(**config))
+    assert isinstance(ours, cls)
+    got, expected = ours(images()[:2], return_tensors="pt"), theirs(images()[:2], return_tensors="pt")
+    assert set(got) == set(expected)
+    for key in expected:
+        assert torch.equal(got[key], expected[key]), key
+
+
+def test_video_adapter_is_built_for_a_configuration_it_does_not_serve_and_hands_its_calls_back(caplog):
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    cls = pytest.importorskip("transformers.models.qwen2_vl.video_processing_qwen2_vl").Qwen2VLVideoProcessor
+    theirs = cls(cap_pixels_per_frame=False, resample=0)  # nearest: not reproduced
+    ours = FusedHFVideoProcessor(cls(cap_pixels_per_frame=False, resample=0), logging.getLogger("t_video"))
+    with caplog.at_level(logging.INFO, logger="t_video"):
+        got = ours(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
+    expected = theirs(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
+    assert torch.equal(got["pixel_values_videos"], expected["pixel_values_videos"])
+    assert "serves this call" in caplog.text
