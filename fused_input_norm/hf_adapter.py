@@ -31,6 +31,7 @@ import torch
 
 from . import config as configs
 from . import families, video
+from .families.base import unstack
 from .processor import FusedImageProcessor
 from .video import FusedVideoProcessor
 
@@ -313,6 +314,9 @@ class FusedHFImageProcessor(_Adapter):
         out = {key: value for key, value in out.items() if key not in lists}
         if return_tensors is None and self.reference == "pil":  # and NumPy arrays unless asked for tensors
             out = {key: value.cpu().numpy() for key, value in out.items()}
+        if return_tensors is None:  # and the Python lists transformers' _preprocess builds, where it builds them
+            unstacked = getattr(family, "UNSTACKED", {})
+            out = {k: unstack(unstacked[k], v, self.reference, out) if k in unstacked else v for k, v in out.items()}
         from transformers import BatchFeature
 
         feature = BatchFeature(data=out, tensor_type=return_tensors)

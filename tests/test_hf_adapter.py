@@ -617,3 +617,66 @@ def test_video_adapter_is_built_for_a_configuration_it_does_not_serve_and_hands_
     expected = theirs(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
     assert torch.equal(got["pixel_values_videos"], expected["pixel_values_videos"])
     assert "serves this call" in caplog.text
+
+
+# ----- return_tensors unset: transformers' containers -----
+
+
+def _assert_same_containers(got, expected, where="output"):
+    """The same Python containers, element types and values: lists where transformers lists, torch.Size or
+    tuples as it gives them, tensors and arrays of the same dtype and shape, values equal (float within 1e-6)."""
+    assert type(got) is type(expected), (
+        f"{where}: {type(got).__name__} where transformers gives {type(expected).__name__}"
+    )
+    if isinstance(expected, list | tuple):
+        assert len(got) == len(expected), where
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            _assert_same_containers(g, e, f"{where}[{i}]")
+    elif isinstance(expected, torch.Tensor | np.ndarray):
+        assert got.dtype == expected.dtype and tuple(got.shape) == tuple(expected.shape), where
+        g, e = torch.as_tensor(got), torch.as_tensor(expected)
+        if g.is_floating_point():
+            assert float((g.float() - e.float()).abs().max()) <= 1e-6, where
+        else:
+            assert torch.equal(g, e), where
+    else:
+        assert got == expected, where
+
+
+UNSTACKED_FAMILIES = [
+    ("qwen2_vl.Qwen2VLImageProcessor", {}),
+    ("clip.CLIPImageProcessor", {}),
+    ("siglip.SiglipImageProcessor", {}),
+    ("glm4v.Glm4vImageProcessor", {}),
+    ("gemma3.Gemma3ImageProcessor", GEMMA3_CALL | {"do_pan_and_scan": True}),
+    ("got_ocr2.GotOcr2ImageProcessor", {"crop_to_patches": True}),
+    ("llava_onevision.LlavaOnevisionImageProcessor", {}),
+    ("idefics3.Idefics3ImageProcessor", {}),
+    ("smolvlm.SmolVLMImageProcessor", {}),
+    ("llama4.Llama4ImageProcessor", {}),
+    ("pixtral.PixtralImageProcessor", {}),
+]
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["float", "uint8"])
+@pytest.mark.parametrize("backend", ["", "Pil"])
+@pytest.mark.parametrize(("family", "kwargs"), UNSTACKED_FAMILIES, ids=[f.split(".")[0] for f, _ in UNSTACKED_FAMILIES])
+def test_return_tensors_unset_gives_transformers_containers(monkeypatch, family, kwargs, backend, raw):
+    """transformers' _preprocess returns lists where it built lists when the call leaves return_tensors unset
+    (Gemma 3's num_crops, Llama 4's pixel_values per image, LLaVA-OneVision's image_sizes, ...): the adapter
+    returns the same containers, served."""
+    module, name = family.split(".")
+    cls = getattr(pytest.importorskip(f"transformers.models.{module}"), name + backend, None)
+    if cls is None:
+        pytest.skip(f"transformers has no {name + backend}")
+    if raw:
+        kwargs = kwargs | {"do_rescale": False, "do_normalize": False}
+    rng = np.random.default_rng(11)
+    pictures = [Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)) for h, w in [(480, 640), (300, 1200)]]
+    expected = cls()(pictures, **kwargs)
+    ours = FusedHFImageProcessor(cls())
+    _forbid_upstream_preprocess(monkeypatch, ours)
+    got = ours(pictures, **kwargs)
+    assert set(got) == set(expected)
+    for key in expected:
+        _assert_same_containers(got[key], expected[key], key)
