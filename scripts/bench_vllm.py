@@ -73,7 +73,11 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
     _, placeholder, normalize, remote, settings = models()[model]
     device_normalize = False if float_path and normalize else normalize
     processor, prompt = vllm_processor(model_dir, device_normalize, placeholder, remote)
-    results = {"class": type(processor.info.get_hf_processor().image_processor).__name__}
+    image_processor = processor.info.get_hf_processor().image_processor
+    # The adapter's type carries transformers' class name (it stands in for it): its repr says it is the adapter.
+    results = {
+        "class": repr(image_processor) if hasattr(image_processor, "upstream") else type(image_processor).__name__
+    }
     for height, width in SIZES:
         image = Image.fromarray(photo(height, width, 0))
         for max_pixels in settings:

@@ -45,8 +45,10 @@ def worker(model_dir: str, requests: int, device_normalize: bool) -> dict:
     start = rss_mb()
     for i in range(20, 20 + requests):
         request(i)
+    image_processor = processor.info.get_hf_processor().image_processor
     return {
-        "class": type(processor.info.get_hf_processor().image_processor).__name__,
+        # The adapter's type carries transformers' class name (it stands in for it): its repr names the adapter.
+        "class": repr(image_processor) if hasattr(image_processor, "upstream") else type(image_processor).__name__,
         "rss_start_mb": start,
         "rss_end_mb": rss_mb(),
     }

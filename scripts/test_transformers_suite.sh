@@ -37,11 +37,22 @@ FUSED_INPUT_NORM_TRANSFORMERS_TESTS="$SUITE" "$PY" -m pytest -q -p no:cacheprovi
 # (TRANSFORMERS_SRC=<checkout>; e.g. git clone --depth 1 --branch v$VERSION
 # https://github.com/huggingface/transformers): run on transformers' processors, then with
 # tests/transformers_suite_plugin.py adapting them; every test that passes on the first run must pass on
-# the second, apart from test_valid_kwargs_set (it reads the Kwargs class from the processor's own module).
+# the second.
 if [ -n "${TRANSFORMERS_SRC:-}" ]; then
   REPO="$PWD"
-  FILES=(tests/models/qwen2_vl/test_image_processing_qwen2_vl.py tests/models/qwen2_vl/test_video_processing_qwen2_vl.py
-    tests/models/qwen3_vl/test_video_processing_qwen3_vl.py)
+  # Every served family's image and video processor files that this checkout has.
+  FILES=()
+  for model in qwen2_vl qwen3_vl clip siglip glm4v gemma3 got_ocr2 internvl llava_onevision idefics3 smolvlm llama4 \
+    pixtral; do
+    for kind in image video; do
+      file="tests/models/$model/test_${kind}_processing_$model.py"
+      if [ -f "$TRANSFORMERS_SRC/$file" ]; then FILES+=("$file"); fi
+    done
+  done
+  if [ "${#FILES[@]}" = 0 ]; then
+    echo "test_transformers_suite: $TRANSFORMERS_SRC has no tests/models/<family>/test_*_processing_*.py" >&2
+    exit 1
+  fi
   for mode in stock adapters; do
     plugin=()
     [ "$mode" = adapters ] && plugin=(-p transformers_suite_plugin)
@@ -57,8 +68,11 @@ def passed(path):
     return {f"{c.get('classname')}::{c.get('name')}" for c in cases if not list(c)}  # no failure/error/skip
 
 stock, adapters = passed(sys.argv[1]), passed(sys.argv[2])
-lost = sorted(t for t in stock - adapters if not t.endswith("::test_valid_kwargs_set"))
+lost = sorted(stock - adapters)
 print(f"transformers' own files: {len(stock)} passed on its processors, {len(adapters)} with the adapters")
+for module in sorted({t.split("::")[0].rsplit(".", 1)[0] for t in stock | adapters}):  # per file: stock / strict
+    count = lambda tests: sum(t.split("::")[0].rsplit(".", 1)[0] == module for t in tests)  # noqa: E731
+    print(f"  {module}: {count(stock)} / {count(adapters)}")
 for test in lost:
     print(f"  passes on transformers' processors only: {test}")
 sys.exit(1 if lost else 0)

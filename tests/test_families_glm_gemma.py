@@ -210,17 +210,21 @@ def test_cuda_calls_equal_the_same_calls_on_the_cpu(family, dtype):
         assert torch.equal(on_gpu[key].cpu(), on_cpu[key]), key
 
 
-def test_pil_backend_without_return_tensors_gives_arrays_as_the_adapter_does(monkeypatch):
-    """Without return_tensors the adapter over a Pil backend returns NumPy arrays of the same values."""
+def test_pil_backend_without_return_tensors_gives_transformers_lists_of_arrays(monkeypatch):
+    """Without return_tensors transformers' Pil backend returns a list of NumPy arrays (one per image and crop)
+    and num_crops as a list of ints: the adapter over it returns the same containers and values."""
     theirs = upstream(GEMMA3, "pil", GEMMA3_CHECKPOINT)
     ours = FusedHFImageProcessor(upstream(GEMMA3, "pil", GEMMA3_CHECKPOINT))
     images = [Image.fromarray(PHOTOS["wide"])]
-    expected = theirs(images, return_tensors="pt", **PAN_AND_SCAN)
+    expected = theirs(images, **PAN_AND_SCAN)
     forbid_upstream(monkeypatch, ours)
     got = ours(images, **PAN_AND_SCAN)
-    assert type(got["pixel_values"]) is type(got["num_crops"]) is np.ndarray
-    assert got["num_crops"].tolist() == expected["num_crops"].tolist() == [2]
-    assert float(np.abs(got["pixel_values"] - expected["pixel_values"].numpy()).max()) <= FP32_ATOL
+    assert type(got["pixel_values"]) is type(expected["pixel_values"]) is list
+    assert all(type(a) is np.ndarray for a in got["pixel_values"])
+    assert got["num_crops"] == expected["num_crops"] == [2]
+    assert len(got["pixel_values"]) == len(expected["pixel_values"]) == 3
+    diff = max(float(np.abs(g - e).max()) for g, e in zip(got["pixel_values"], expected["pixel_values"], strict=True))
+    assert diff <= FP32_ATOL
 
 
 # ----- FusedImageProcessor from a config, every spelling -----

@@ -31,7 +31,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_processor import CLIP_MEAN, CLIP_STD, both_sides, photo, write_model
+from test_vllm_processor import CLIP_MEAN, CLIP_STD, both_sides, class_name, photo, write_model
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 pytestmark = pytest.mark.skipif(
@@ -263,7 +263,8 @@ def write_internvl_chat(path: str, video: bool = False) -> None:
 
 def write_gemma3(path: str) -> None:
     """Gemma 3's layout: a SigLIP tower at 896 (256 tokens an image), Gemma3ImageProcessor (bilinear, 896x896,
-    mean = std = 0.5, pan and scan off unless a request asks, its checkpoints' pan_and_scan settings)."""
+    mean = std = 0.5), its preprocessor_config.json as the checkpoints ship it: do_pan_and_scan and the
+    pan_and_scan settings null (Gemma3Processor's call fills them where a request turns pan and scan on)."""
     from transformers import Gemma3Config
 
     os.makedirs(path, exist_ok=True)
@@ -282,8 +283,10 @@ def write_gemma3(path: str) -> None:
     config.save_pretrained(path)
     preprocessor = {"image_processor_type": "Gemma3ImageProcessor", "processor_class": "Gemma3Processor"}
     preprocessor |= {"size": {"height": 896, "width": 896}, "resample": 2, "image_mean": [0.5] * 3}
-    preprocessor |= {"image_std": [0.5] * 3, "do_pan_and_scan": False, "pan_and_scan_min_crop_size": 256}
-    preprocessor |= {"pan_and_scan_max_num_crops": 4, "pan_and_scan_min_ratio_to_activate": 1.2}
+    preprocessor |= {"image_std": [0.5] * 3, "do_pan_and_scan": None, "pan_and_scan_min_crop_size": None}
+    preprocessor |= {"pan_and_scan_max_num_crops": None, "pan_and_scan_min_ratio_to_activate": None}
+    preprocessor |= {"do_convert_rgb": None, "do_normalize": True, "do_rescale": True, "do_resize": True}
+    preprocessor |= {"rescale_factor": 1 / 255}
     dump(path, "preprocessor_config.json", preprocessor | {"image_seq_length": 256})
     dump(path, "processor_config.json", {"processor_class": "Gemma3Processor", "image_seq_length": 256})
 
@@ -569,7 +572,7 @@ def worker(root: str, out_path: str) -> None:
             processor = MULTIMODAL_REGISTRY.create_processor(config)
             image_processor = processor.info.get_hf_processor().image_processor
             key = f"{model}-{'uint8' if device_normalize else 'float'}"
-            results[key + "-class"] = f"{type(image_processor).__module__}.{type(image_processor).__name__}"
+            results[key + "-class"] = class_name(image_processor)
             # vLLM's own InternVL processor is served in its class (vllm_internvl), not replaced.
             results[key + "-served"] = hasattr(type(image_processor).__call__, "fused_input_norm_wrapped")
             if model in VIDEO_MODELS:
@@ -675,6 +678,26 @@ def test_same_outputs_plugin_on_and_off(request, model, path):
         assert_same_tensors(name, got["tensors"], expected["tensors"])
         dtypes = {t.dtype for item in got["tensors"] for k, t in item.items() if k.startswith("pixel_values")}
         assert dtypes == {torch.uint8 if path == "uint8" else torch.float32}, (name, dtypes)
+
+
+def test_gemma3_pan_and_scan_request_is_served_with_the_checkpoints_null_settings(sides):
+    """A Gemma 3 checkpoint ships its pan-and-scan settings null; a request's do_pan_and_scan=True makes vLLM
+    build the processor with do_pan_and_scan=True (the adapter used to refuse that, leaving transformers' in
+    place). vLLM now holds the adapter, the request's crops are served (no call handed back for it), and the
+    outputs equal the plugin-off side's (test_same_outputs_plugin_on_and_off compares them)."""
+    skip_missing("gemma3")
+    on, off = sides
+    for path in ("float", "uint8"):
+        assert on[f"gemma3-{path}-class"] == "fused_input_norm.hf_adapter.FusedHFImageProcessor", on[
+            f"gemma3-{path}-class"
+        ]
+        assert off[f"gemma3-{path}-class"].endswith(".Gemma3ImageProcessor"), off[f"gemma3-{path}-class"]
+        crops = [t["pixel_values"].shape[0] for t in on[f"gemma3-{path}-gemma3-kwargs0"]["tensors"]]
+        assert max(crops) > 1, crops  # the 1080x1920 image is cut into crops
+    handed_back = [
+        line for line in on["log"] if "Gemma3ImageProcessor serves this call" in line and "nearest" not in line
+    ]
+    assert not handed_back, handed_back
 
 
 @pytest.mark.parametrize("model", [m for m in MODELS if not m.startswith("internvl_chat")])

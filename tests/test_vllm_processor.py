@@ -114,6 +114,15 @@ def write_model(path: str, model: str) -> None:
         json.dump(preprocessor, f)
 
 
+def class_name(processor: object) -> str:
+    """The adapter class where the plugin stands one in (its type is a subclass of transformers' class and
+    carries that class's name and module, so the name alone does not tell), otherwise the processor's class."""
+    for cls in type(processor).__mro__:
+        if cls.__module__ == "fused_input_norm.hf_adapter":
+            return f"{cls.__module__}.{cls.__qualname__}"
+    return f"{type(processor).__module__}.{type(processor).__name__}"
+
+
 def photo(height: int, width: int, seed: int):
     """A photo-like uint8 RGB image: smooth gradients and edges plus noise (every resampling tap matters)."""
     import numpy as np
@@ -205,9 +214,9 @@ def worker(root: str, out_path: str) -> None:
             processor = MULTIMODAL_REGISTRY.create_processor(config)
             image_processor = processor.info.get_hf_processor().image_processor
             key = f"{model}-{'uint8' if device_normalize else 'float'}"
-            results[key + "-class"] = f"{type(image_processor).__module__}.{type(image_processor).__name__}"
+            results[key + "-class"] = class_name(image_processor)
             video_processor = processor.info.get_hf_processor().video_processor
-            results[key + "-video-class"] = f"{type(video_processor).__module__}.{type(video_processor).__name__}"
+            results[key + "-video-class"] = class_name(video_processor)
             for name, prompt, videos in video_requests():
                 out = processor(prompt, processor.info.parse_mm_data({"video": videos}), hf_processor_mm_kwargs={})
                 items = out["mm_kwargs"]["video"]

@@ -1,4 +1,4 @@
-"""A pytest plugin that runs transformers' own processor tests against the HF adapters: every Qwen-VL
+"""A pytest plugin that runs transformers' own processor tests against the HF adapters: every served
 processor class transformers' test mixins hand a test (ImageProcessingTester's image_processing_classes,
 VideoProcessingTestMixin's video_processor_list) builds a FusedHFImageProcessor / FusedHFVideoProcessor
 around transformers' processor instead, and a call an adapter hands back to transformers fails the test.
@@ -15,14 +15,20 @@ import sys
 
 import pytest
 
+from fused_input_norm import config as configs
 from fused_input_norm import hf_adapter
 
-ADAPTED_NAMES = {
-    "Qwen2VLImageProcessor": "image",
-    "Qwen2VLImageProcessorPil": "image",
-    "Qwen2VLVideoProcessor": "video",
-    "Qwen3VLVideoProcessor": "video",
-}
+
+def adapted_kind(name: str | None) -> str | None:
+    """ "image" or "video" for a transformers processor class the adapters stand in for (every served family,
+    both backends), None for any other."""
+    if not isinstance(name, str):
+        return None
+    if configs.video_kind_of({"video_processor_type": name}) is not None:
+        return "video"
+    if configs.kind_of({"image_processor_type": name.removesuffix("Pil")}) is not None:
+        return "image"
+    return None
 
 
 def adapted(upstream_class: type, adapter: type) -> type:
@@ -38,8 +44,8 @@ def adapted(upstream_class: type, adapter: type) -> type:
 
 
 def adapt(cls):
-    """A Qwen-VL processor class adapted; any other class (or None) as it is."""
-    kind = ADAPTED_NAMES.get(getattr(cls, "__name__", None))
+    """A served processor class adapted; any other class (or None) as it is."""
+    kind = adapted_kind(getattr(cls, "__name__", None))
     if kind is None or getattr(cls, "_fused_input_norm_adapted", False):
         return cls
     new = adapted(cls, hf_adapter.FusedHFImageProcessor if kind == "image" else hf_adapter.FusedHFVideoProcessor)

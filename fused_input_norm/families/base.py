@@ -14,6 +14,8 @@ and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sam
   call holds (transformers' nested list of images: images.samples), for outputs laid out per sample;
   as_upstream(reference, outputs, raw) -> outputs: the outputs as that backend of transformers returns them,
   where that depends on more than PIL_BYTES_AS_FLOAT says (the adapter then calls it instead);
+  UNSTACKED = {output: how}: how transformers lists that output when the call leaves return_tensors unset
+  (see unstack; outputs not named stay as the "pt" call's);
 TORCHVISION_ONLY = True: transformers has no Pil backend for it, and reference "pil" is refused;
 normalize_steps(settings) -> torch.dtype | None: the dtype transformers rescales and then normalizes in,
   rounding after each step (Llama 4's bfloat16), where it does so; absent or None: the one float32 affine.
@@ -34,6 +36,8 @@ Imports nothing from the package but checks and geometry: config.py, processor.p
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
+
+import torch
 
 from ..checks import positive_int
 from ..geometry import MAX_SIDE
@@ -71,6 +75,26 @@ COMMON_DEFAULTS = {
     "do_center_crop": False,
     "crop_size": None,
 }
+
+
+def unstack(how: str, value: Any, reference: str, outputs: Mapping) -> Any:
+    """One output (a tensor, or a NumPy array for the Pil backend) as transformers lists it with return_tensors
+    unset, where its _preprocess hands back the Python containers it built: "rows", a list of its rows;
+    "ints", a list of ints; "tuples", a list of tuples of ints; "sizes", a list of torch.Size (the torchvision
+    backend) or tuples (the Pil one); "tiles", a list per image of its tiles: rows x columns of its
+    aspect_ratios, plus a global tile where that is more than one (Llama 4)."""
+    if how == "rows":
+        return list(value)
+    if how == "ints":
+        return [int(v) for v in value.tolist()]
+    if how == "tuples" or (how == "sizes" and reference == "pil"):
+        return [tuple(int(v) for v in row) for row in value.tolist()]
+    if how == "sizes":
+        return [torch.Size(row) for row in value.tolist()]
+    if how == "tiles":
+        counts = [r * c + (r * c > 1) for r, c in outputs["aspect_ratios"].tolist()]
+        return list(torch.split(value, counts))  # Llama 4 has only the torchvision backend: a tensor
+    raise ValueError(f"unstack: unknown kind {how!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,7 @@ KIND = "clip"
 TYPES = ("CLIPImageProcessor",)
 PROCESSOR_CLASSES = ("CLIPProcessor",)
 PIL_BYTES_AS_FLOAT = False  # its Pil backend returns the resized bytes as uint8, as its torchvision one
+UNSTACKED = {"pixel_values": "rows"}  # with return_tensors unset: a list of images (base.unstack)
 KEYS = ("do_center_crop", "crop_size")
 DEFAULTS = {
     **COMMON_DEFAULTS,

@@ -18,6 +18,7 @@ TYPES = ("Gemma3ImageProcessor",)
 PROCESSOR_CLASSES = ("Gemma3Processor",)
 PIL_BYTES_AS_FLOAT = False  # its Pil backend returns the resized bytes as uint8, as its torchvision one
 PAN_AND_SCAN_KEYS = ("pan_and_scan_min_crop_size", "pan_and_scan_max_num_crops", "pan_and_scan_min_ratio_to_activate")
+UNSTACKED = {"pixel_values": "rows", "num_crops": "ints"}  # return_tensors unset (base.unstack)
 KEYS = ("do_pan_and_scan", *PAN_AND_SCAN_KEYS)
 DEFAULTS = {
     **COMMON_DEFAULTS,

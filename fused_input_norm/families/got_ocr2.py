@@ -17,6 +17,7 @@ KIND = "got_ocr2"
 TYPES = ("GotOcr2ImageProcessor",)
 PROCESSOR_CLASSES = ("GotOcr2Processor", "InternVLProcessor")
 PIL_BYTES_AS_FLOAT = False  # its Pil backend returns the resized bytes as uint8, as its torchvision one
+UNSTACKED = {"pixel_values": "rows", "num_patches": "ints"}  # return_tensors unset (base.unstack)
 KEYS = ("crop_to_patches", "min_patches", "max_patches")
 DEFAULTS = {
     **COMMON_DEFAULTS,

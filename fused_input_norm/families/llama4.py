@@ -28,6 +28,7 @@ TYPES = ("Llama4ImageProcessor",)
 PROCESSOR_CLASSES = ("Llama4Processor",)
 PIL_BYTES_AS_FLOAT = False  # no Pil backend (TORCHVISION_ONLY)
 TORCHVISION_ONLY = True  # transformers has no Pil backend for it: there is no "pil" answer to reproduce
+UNSTACKED = {"pixel_values": "tiles", "aspect_ratios": "rows"}  # return_tensors unset (base.unstack)
 KEYS = ("max_patches", "resize_to_max_canvas")
 TILE = 336
 DEFAULTS = {

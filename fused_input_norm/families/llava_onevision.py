@@ -21,6 +21,8 @@ KIND = "llava_onevision"
 TYPES = ("LlavaOnevisionImageProcessor",)
 PROCESSOR_CLASSES = ("LlavaOnevisionProcessor",)
 PIL_BYTES_AS_FLOAT = False
+# With return_tensors unset (base.unstack).
+UNSTACKED = {"pixel_values": "rows", "image_sizes": "tuples", "batch_num_images": "ints"}
 KEYS = ("image_grid_pinpoints", "do_pad")
 SINGLE_IMAGE_GROUPS = True  # nested groups of several images are not reproduced (see above)
 TILE = 384

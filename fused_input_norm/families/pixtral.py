@@ -19,6 +19,7 @@ KIND = "pixtral"
 TYPES = ("PixtralImageProcessor",)
 PROCESSOR_CLASSES = ("PixtralProcessor",)
 PIL_BYTES_AS_FLOAT = False  # its Pil backend returns the resized bytes as uint8, as its torchvision one
+UNSTACKED = {"image_sizes": "sizes"}  # return_tensors unset (base.unstack); pixel_values stay stacked
 KEYS = ("patch_size", "do_pad")
 DEFAULTS = {
     **COMMON_DEFAULTS,

@@ -9,6 +9,7 @@ KIND = "siglip"
 TYPES = ("SiglipImageProcessor",)
 PROCESSOR_CLASSES = ("SiglipProcessor",)
 PIL_BYTES_AS_FLOAT = False  # its Pil backend returns the resized bytes as uint8, as its torchvision one
+UNSTACKED = clip.UNSTACKED
 KEYS = clip.KEYS
 DEFAULTS = {**COMMON_DEFAULTS, "size": {"height": 224, "width": 224}}
 
