@@ -14,8 +14,8 @@ import time
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import HAS_VLLM, MODELS, RUN, WRITERS, assert_same_tensors, outputs
-from test_vllm_processor import both_sides, photo
+from test_vllm_families import HAS_VLLM, MODELS, RUN, assert_same_tensors, outputs, written_sides
+from test_vllm_processor import photo
 
 pytestmark = pytest.mark.skipif(
     not HAS_VLLM, reason="needs vllm: `bash scripts/test_vllm.sh` installs vllm 0.34.0 in .venv-vllm and runs this file"
@@ -72,10 +72,7 @@ def worker(root: str, out_path: str) -> None:
 
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hostile_models")
-    for model in MODELS_RUN:
-        WRITERS[model](str(root / model))
-    return both_sides(root, __file__)
+    return written_sides(tmp_path_factory, MODELS_RUN, __file__)
 
 
 @pytest.mark.parametrize("model", list(CASES))
