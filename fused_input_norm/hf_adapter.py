@@ -274,11 +274,19 @@ class FusedHFImageProcessor(_Adapter):
         unknown = set(kwargs) - set(self.upstream._valid_kwargs_names) - {"return_tensors", "device"}
         if unknown:
             return f"kwargs {sorted(unknown)} that the processor does not declare"
+        refused = _upstream_refuses(self.upstream, kwargs)
+        if refused:
+            return refused
         try:
             config, rest = _resolve_config(self.upstream, kwargs)
             configs.resolve(config, "FusedHFImageProcessor")
         except (TypeError, ValueError) as e:
             return str(e)
+        # A call's None where the processor has a value (size=None): the config layer reads None as the class
+        # default, transformers refuses it (GLM-4.1V, Idefics3) or fills it its own way; upstream answers.
+        cleared = sorted(k for k, v in config.items() if v is None and getattr(self.upstream, k, None) is not None)
+        if cleared:
+            return f"kwargs {cleared} resolved to None (upstream's own answer: it refuses or fills them)"
         if config["do_rescale"] != config["do_normalize"]:
             return "do_rescale and do_normalize differ (both on, float32, or both off, uint8, are served)"
         raw = not config["do_rescale"]  # transformers then returns the resized bytes
@@ -364,6 +372,26 @@ def _is_image(image: object) -> bool:
     except ImportError:
         return False
     return isinstance(image, Image.Image)
+
+
+def _upstream_refuses(upstream: Any, kwargs: Mapping) -> str | None:
+    """Why upstream's own checks of a call's kwargs (its preprocess's first steps: the kwargs' types against
+    its valid_kwargs, then _validate_preprocess_kwargs on them merged with its attributes) refuse them, or
+    None. A refused call goes to upstream, which raises its own error: a client sees stock's answer (issue 46:
+    do_image_splitting=0, min_pixels=None, size=None were served here and refused there)."""
+    valid = getattr(upstream, "valid_kwargs", None)
+    merge = getattr(upstream, "_merge_and_standardize_kwargs", None)
+    validate = getattr(upstream, "_validate_preprocess_kwargs", None)
+    try:
+        if valid is not None:
+            from huggingface_hub.dataclasses import validate_typed_dict
+
+            validate_typed_dict(valid, dict(kwargs))
+        if merge is not None and validate is not None:
+            validate(**merge(**dict(kwargs)))
+    except Exception as e:  # whatever upstream raises, it raises again when it serves the call
+        return f"its own checks refuse the kwargs ({type(e).__name__}: {e})"
+    return None
 
 
 def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:

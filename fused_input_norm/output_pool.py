@@ -6,7 +6,8 @@ For a 12 MP photo's 73 MB of uint8 patch rows that is ~18,000 faults per request
 request than the resize itself. The pool keeps a few blocks (anonymous mmaps) whose pages were touched
 before, and hands each out as a tensor over the block (`torch.frombuffer`): the block comes back to the
 pool only when that tensor's storage is freed, i.e. when the last tensor or view sharing it (a slice
-vLLM keeps until the request is sent, a NumPy array over it) is gone.
+vLLM keeps until the request is sent, a NumPy array over it) is gone, and the tensor handed out is gone
+too (so that moving either to new memory, share_memory_ or set_, leaves an array over the old bytes intact).
 
 Bounds (FUSED_INPUT_NORM_OUTPUT_POOL_MB, default 256; 0 turns the pool off): the blocks the pool owns,
 handed out or idle, never exceed that many bytes nor MAX_BLOCKS blocks, so the memory it can hold at
@@ -44,6 +45,20 @@ def block_size(nbytes: int) -> int:
     return -(-nbytes // step) * step
 
 
+class _Lease:
+    """One handed-out block: back to the pool on the second release (the storage's and the tensor's)."""
+
+    def __init__(self, returned: collections.deque, block: mmap.mmap) -> None:
+        self._returned = returned
+        self._block = block
+        self._holders = collections.deque((0, 1))  # popped once per release; deque.pop is atomic in CPython
+
+    def release(self) -> None:
+        self._holders.pop()
+        if not self._holders:
+            self._returned.append(self._block)
+
+
 class OutputPool:
     """At most `max_bytes` in at most `max_blocks` blocks, owned whether handed out or idle."""
 
@@ -71,11 +86,18 @@ class OutputPool:
         block = self._take(nbytes)
         if block is None:
             return torch.empty(shape, dtype=dtype, device=device)
-        # The memoryview is referenced by the tensor's storage alone (frombuffer keeps the object it was
-        # given): when the storage dies, so does the view, and its finalizer returns the block.
-        view = memoryview(block)
-        weakref.finalize(view, self._returned.append, block).atexit = False
-        return torch.frombuffer(view, dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
+        out = torch.frombuffer(memoryview(block), dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
+        # The block comes back when both the storage and the tensor handed out are gone, not merely when the
+        # storage lets go of the block's bytes. share_memory_ / _share_fd_cpu_ (torch.multiprocessing's
+        # pickling) move a live storage to new memory and free the old bytes, and set_ moves a live tensor to
+        # another storage; a NumPy array, memoryview or DLPack capsule made before still points at the block,
+        # and holds the tensor (NumPy, memoryview) or the storage (DLPack) alive. Waiting for both keeps the
+        # block out of the pool until those are gone. (torch.utils.swap_tensors refuses a tensor with a weakref,
+        # so a pooled output cannot be swapped away from an array over it.)
+        lease = _Lease(self._returned, block)
+        weakref.finalize(out.untyped_storage(), lease.release).atexit = False
+        weakref.finalize(out, lease.release).atexit = False
+        return out
 
     def _take(self, nbytes: int) -> mmap.mmap | None:
         with self._lock:

@@ -229,7 +229,7 @@ def test_every_spelling_of_the_type_is_the_family(type_keys):
     upstream = HF(**LLAMA4_CHECKPOINT)
     assert processor.settings.kind == "llama4" and processor.transformers_dtype == torch.bfloat16
     assert processor.settings.size == dict(upstream.size) and processor.settings.resample == "bilinear"
-    assert processor.settings.options["canvases"] == tuple(
+    assert tuple(map(tuple, processor.settings.options["canvases"].tolist())) == tuple(
         hf_llama4.find_supported_resolutions(upstream.max_patches, upstream.size)
     )
 

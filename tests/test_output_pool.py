@@ -186,3 +186,89 @@ def test_blocks_are_private_to_a_forked_child():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert int(out[0]) == 5 and int(out[-1]) == 5
+
+
+def moved_away(out: torch.Tensor, route: str) -> object:
+    """Something that addresses `out`'s block, then `out` (or its storage) moved to other memory, as each
+    route does; returns what still points at the block's bytes."""
+    if route == "share_memory_":  # the issue's probe: the array holds the tensor, whose storage moves
+        kept = out.numpy()
+        out.share_memory_()
+    elif route == "share_fd":  # torch.multiprocessing's pickling moves the storage the same way
+        kept = memoryview(out.numpy())
+        out.untyped_storage()._share_fd_cpu_()
+    elif route == "share_filename":
+        kept = out[7:].numpy()
+        out.untyped_storage()._share_filename_cpu_()
+    elif route == "set_":
+        kept = out.numpy()
+        out.set_(torch.zeros(3, dtype=torch.uint8))
+    elif route == "view_then_share":  # a view's array, the view dropped, the base's storage moved
+        kept = out[5:].numpy()
+        out.share_memory_()
+    elif route == "dlpack_out":  # a capsule's consumer: a new storage over the block, holding the C++ tensor
+        kept = torch.utils.dlpack.from_dlpack(torch.utils.dlpack.to_dlpack(out))
+        out.share_memory_()
+    elif route == "dlpack_in":  # NumPy -> torch: the new tensor's storage holds the array
+        kept = torch.from_dlpack(out.numpy())
+        out.share_memory_()
+    elif route == "numpy_dlpack":
+        kept = np.from_dlpack(out)
+        out.share_memory_()
+    return kept
+
+
+def read_back(kept: object) -> np.ndarray:
+    if isinstance(kept, torch.Tensor):
+        return kept.numpy().reshape(-1)
+    return np.asarray(kept).reshape(-1)
+
+
+ROUTES = ["share_memory_", "share_fd", "share_filename", "set_", "view_then_share", "dlpack_out", "dlpack_in"]
+ROUTES += ["numpy_dlpack"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_block_is_never_reused_while_anything_points_at_it(route):
+    """Issue 46's probe: `a = out.numpy(); out.share_memory_()` moved the storage to new memory, the pool saw
+    the old bytes freed and handed the block to the next call, and `a` read that call's pixels. Each route here
+    keeps something over the block while the tensor or its storage moves away: later outputs never land on it
+    and the kept bytes never change; once it is gone, the block is reused (no leak)."""
+    pool = OutputPool(64 * MIB)
+    out = pool.empty((2048, 1176), torch.uint8)
+    out.copy_(torch.randint(0, 256, out.shape, dtype=torch.uint8, generator=torch.Generator().manual_seed(1)))
+    address = out.data_ptr()
+    kept = moved_away(out, route)
+    first = read_back(kept).copy()
+    assert first.size > MIB
+    del out
+    for value in (0, 255, 7):  # later outputs of the same size: never the kept block, and writing them
+        newer = pool.empty((2048, 1176), torch.uint8)  # leaves the kept bytes as they were
+        newer.fill_(value)
+        assert newer.data_ptr() != address
+        assert np.array_equal(read_back(kept), first)
+        del newer
+    del kept
+    again = pool.empty((2048, 1176), torch.uint8)
+    assert again.data_ptr() == address or pool.stats()["blocks"] == 2  # the block is the pool's again
+
+
+def test_pickled_outputs_keep_their_bytes():
+    """pickle copies; torch.multiprocessing's reduction (what a spawned worker's queue uses) moves the storage
+    to shared memory in place, the share_fd route above: the bytes another process reads are the call's."""
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # registers torch's reductions with ForkingPickler
+
+    pool = OutputPool(64 * MIB)
+    out = pool.empty((2048, 1176), torch.uint8)
+    out.fill_(42)
+    kept = out.numpy()
+    plain = pickle.loads(pickle.dumps(out))
+    shared = ForkingPickler.dumps(out)  # share_memory_ under the hood
+    del out
+    newer = pool.empty((2048, 1176), torch.uint8)
+    newer.fill_(0)
+    assert int(plain.sum()) == 42 * plain.numel() and bool((kept == 42).all())
+    assert bool((pickle.loads(shared) == 42).all())

@@ -621,13 +621,18 @@ def video_requests(placeholder: str):
     ]
 
 
+def written_sides(tmp_path_factory, models: list[str], script: str) -> list[dict]:
+    """`models`' directories written, then `script`'s worker on them with the plugin on, then off."""
+    root = tmp_path_factory.mktemp("models")
+    for model in models:
+        WRITERS[model](str(root / model))
+    return both_sides(root, script)
+
+
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory):
     """Both sides' results: (plugin on, plugin off), each with its log lines."""
-    root = tmp_path_factory.mktemp("models")
-    for model in RUN:
-        WRITERS[model](str(root / model))
-    return both_sides(root, __file__)
+    return written_sides(tmp_path_factory, RUN, __file__)
 
 
 def assert_same_tensors(name: str, got: list[dict], expected: list[dict]) -> None:

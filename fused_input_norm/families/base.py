@@ -141,3 +141,11 @@ def side(where: str, name: str, value: object) -> int:
     if value >= MAX_SIDE:
         raise ValueError(f"{where}: {name} must be below {MAX_SIDE} (2^24, the largest image side), got {value}")
     return value
+
+
+def not_one_pixel(where: str, name: str, height: int, width: int) -> None:
+    """Refuses a fixed 1x1 resize target: transformers' torchvision resize of uint8 bytes to exactly 1x1 fails
+    inside torch (an internal assert of its antialiased kernel), so stock serves no such call. Refused here,
+    the adapter hands the call to transformers, whose answer (that error, or its Pil backend's pixel) it is."""
+    if (height, width) == (1, 1):
+        raise ValueError(f"{where}: {name} resizes every image to 1x1, which transformers' torchvision resize cannot")

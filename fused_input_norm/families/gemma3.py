@@ -11,7 +11,7 @@ import torch
 
 from ..checks import image_name, is_number, positive_int
 from . import clip
-from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan
+from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, not_one_pixel
 
 KIND = "gemma3"
 TYPES = ("Gemma3ImageProcessor",)
@@ -56,7 +56,9 @@ def fixed_size(size: object, where: str) -> dict:
     a pair is (height, width)); a size of edges (an aspect-preserving resize) is not implemented."""
     if size is None:
         return dict(DEFAULTS["size"])
-    return dict(zip(("height", "width"), clip.crop_size(size, where, "size"), strict=True))
+    height, width = clip.crop_size(size, where, "size")
+    not_one_pixel(where, "size", height, width)
+    return {"height": height, "width": width}
 
 
 def pan_and_scan_boxes(

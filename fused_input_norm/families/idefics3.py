@@ -23,7 +23,7 @@ from collections.abc import Mapping
 import torch
 
 from ..checks import is_int
-from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, Stage, side
+from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, Stage, not_one_pixel, side
 
 KIND = "idefics3"
 TYPES = ("Idefics3ImageProcessor", "SmolVLMImageProcessor")
@@ -55,12 +55,16 @@ def settings(config: Mapping, get, where: str) -> dict:
     tile = get("max_image_size")
     if not isinstance(tile, Mapping) or not is_int(tile.get("longest_edge")):
         raise ValueError(f"{where}: max_image_size must be {{'longest_edge': int}}, got {tile!r}")
+    size = resize_size(get("size"), where)
+    edge = size.get("longest_edge")  # a longest edge of 1 is a 1x1 image (the other side truncates to 0, then 1)
+    not_one_pixel(where, "size", size.get("height", edge), size.get("width", edge))
+    not_one_pixel(where, "max_image_size", tile["longest_edge"], tile["longest_edge"])
     options = {
         "tile": side(where, "max_image_size['longest_edge']", tile["longest_edge"]),
         "do_image_splitting": get("do_image_splitting"),
         "return_row_col_info": row_col,
     }
-    return {"size": resize_size(get("size"), where), "options": options}
+    return {"size": size, "options": options}
 
 
 def resize_size(size: object, where: str) -> dict:

@@ -12,6 +12,7 @@ The sizes follow transformers' arithmetic to the bit: its canvas scales are floa
 are torch tensors), and the resize's scale is float32 or float64 depending on whether a canvas side or the
 image's own side (a Python int) bounds it."""
 
+import functools
 import math
 from collections.abc import Mapping
 
@@ -66,7 +67,7 @@ def settings(config: Mapping, get, where: str) -> dict:
         raise ValueError(f"{where}: resize_to_max_canvas must be true or false, got {to_max!r}")
     options = {
         "tile": height,
-        "canvases": canvases(max_patches, height),
+        "canvases": canvas_array(max_patches, height),
         "resize_to_max_canvas": to_max,
         "bfloat16_steps": get("do_rescale") and get("do_normalize"),
     }
@@ -78,36 +79,51 @@ def normalize_steps(s) -> torch.dtype | None:
     return torch.bfloat16 if s.options["bfloat16_steps"] else None
 
 
-def _divisors(count: int) -> list[int]:
-    small = [d for d in range(1, math.isqrt(count) + 1) if count % d == 0]
-    return sorted({*small, *(count // d for d in small)})
+@functools.lru_cache(maxsize=4)
+def canvas_array(max_patches: int, tile: int) -> np.ndarray:
+    """transformers' find_supported_resolutions as an int64 [n, 2] array (read-only; cached, as transformers
+    caches its list): every (rows x tile, columns x tile) of at most max_patches tiles, grouped by aspect ratio
+    in the order each ratio first appears (tile counts from max_patches down, rows ascending). The order
+    decides nothing but ties of best_canvas, which it keeps transformers'. Vectorized: a request's
+    max_patches=40000 lists 430,062 canvases, which a Python loop over divisors took seconds to build."""
+    first_rows = np.arange(1, max_patches + 1, dtype=np.int64)
+    per_row = max_patches // first_rows  # columns 1..max_patches // rows for each rows
+    rows = np.repeat(first_rows, per_row)
+    starts = np.repeat(np.cumsum(per_row) - per_row, per_row)
+    columns = np.arange(rows.size, dtype=np.int64) - starts + 1
+    order = np.lexsort((rows, -rows * columns))  # tile counts descending, then rows ascending
+    rows, columns = rows[order], columns[order]
+    g = np.gcd(rows, columns)
+    ratio = (rows // g) * (max_patches + 1) + columns // g
+    _, first, group = np.unique(ratio, return_index=True, return_inverse=True)
+    grouped = np.lexsort((np.arange(rows.size), first[group]))  # by first appearance, stable within
+    out = np.stack((rows[grouped] * tile, columns[grouped] * tile), axis=1)
+    out.flags.writeable = False
+    return out
 
 
 def canvases(max_patches: int, tile: int) -> tuple[tuple[int, int], ...]:
-    """transformers' find_supported_resolutions: every (rows x tile, columns x tile) of at most max_patches
-    tiles, grouped by aspect ratio in the order each ratio first appears (tile counts from max_patches down,
-    rows ascending). The order decides nothing but ties of best_canvas, which it keeps transformers'."""
-    by_ratio: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for count in range(max_patches, 0, -1):
-        for rows in _divisors(count):
-            columns = count // rows
-            g = math.gcd(rows, columns)
-            by_ratio.setdefault((rows // g, columns // g), []).append((rows * tile, columns * tile))
-    return tuple(canvas for group in by_ratio.values() for canvas in group)
+    """canvas_array as a tuple of (height, width) pairs."""
+    return tuple(map(tuple, canvas_array(max_patches, tile).tolist()))
+
+
+def best_canvas(height: int, width: int, options, to_max: bool) -> tuple[int, int]:
+    """transformers' get_best_fit over `options` (canvas_array's, or (height, width) pairs): each canvas's scale
+    is the smaller of its sides' (float32) ratios to the image's; the smallest scale >= 1 (the largest with
+    resize_to_max_canvas), else the largest below 1; of the canvases at that scale, the first of least area.
+    Vectorized in float32, as transformers' tensors are (one IEEE division per side, the same bits)."""
+    options = np.asarray(options, dtype=np.int64).reshape(-1, 2)
+    sides = options.astype(np.float32)
+    scales = np.minimum(sides[:, 0] / np.float32(height), sides[:, 1] / np.float32(width))
+    up = scales[scales >= 1]
+    chosen = (up.max() if to_max else up.min()) if up.size else scales.max()
+    at = np.flatnonzero(scales == chosen)
+    pick = at[np.argmin(options[at, 0] * options[at, 1])]  # argmin: the first of least area
+    return int(options[pick, 0]), int(options[pick, 1])
 
 
 def _f32(value: float) -> np.float32:
     return np.float32(value)
-
-
-def best_canvas(height: int, width: int, options: tuple[tuple[int, int], ...], to_max: bool) -> tuple[int, int]:
-    """transformers' get_best_fit: each canvas's scale is the smaller of its sides' (float32) ratios to the
-    image's; the smallest scale >= 1 (the largest with resize_to_max_canvas), else the largest below 1; of the
-    canvases at that scale, the first of least area."""
-    scales = [min(_f32(h) / _f32(height), _f32(w) / _f32(width)) for h, w in options]
-    up = [s for s in scales if s >= 1]
-    chosen = (max(up) if to_max else min(up)) if up else max(scales)
-    return min((c for c, s in zip(options, scales, strict=True) if s == chosen), key=lambda c: c[0] * c[1])
 
 
 def fitted_size(height: int, width: int, canvas: tuple[int, int], tile: int, to_max: bool) -> tuple[int, int]:
