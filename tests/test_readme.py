@@ -90,8 +90,9 @@ def test_the_link_check_can_fail(tmp_path):
 
 # A quoted measurement: a time ("12.5 ms", "80.1 us") or a ratio ("2.35x", "3x").
 FIGURE = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|us)\b|\b\d+(?:\.\d+)?x\b")
-# What produces one: a script of this repository, the benchmark module, or the demo.
-PRODUCER = re.compile(r"scripts/\w+\.(?:py|sh)|fused_input_norm\.bench|fused_input_norm\.demo")
+# What produces one: a script of this repository, the benchmark module, the demo, or a test file whose
+# long-probe mode prints the figures (FUSED_INPUT_NORM_LONG_PROBES=1).
+PRODUCER = re.compile(r"(?:scripts|tests)/\w+\.(?:py|sh)|fused_input_norm\.bench|fused_input_norm\.demo")
 
 
 def sections(page: pathlib.Path) -> list[str]:
