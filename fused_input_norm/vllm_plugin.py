@@ -175,9 +175,10 @@ def serve_images(model_config: object, processor: object) -> None:
     _say_once(key, "fused_input_norm: %s", "; ".join(s for s in said if s))
 
 
-def _stand_in(processor: object, attribute: str, what: str, adapter: type, why_not) -> str | None:
+def _stand_in(processor: object, attribute: str, what: str, adapter: type, why_not, log=logger) -> str | None:
     """Puts `adapter` (FusedHFImageProcessor or FusedHFVideoProcessor) around `processor.<attribute>` where
-    `why_not` finds no reason against it; says which processor serves `what` (None: the processor has none)."""
+    `why_not` finds no reason against it; says which processor serves `what` (None: the processor has none).
+    `log`: the host's logger, where the adapter says why a call goes to transformers (the SGLang plugin's too)."""
     upstream = getattr(processor, attribute, None)
     if upstream is None:
         return None
@@ -185,7 +186,7 @@ def _stand_in(processor: object, attribute: str, what: str, adapter: type, why_n
     reason = why_not(upstream)
     if reason is None:
         try:
-            setattr(processor, attribute, adapter(upstream, logger))
+            setattr(processor, attribute, adapter(upstream, log))
         except Exception as e:  # never an error in vLLM's path: transformers' keeps serving
             reason = str(e)
     if reason is not None:

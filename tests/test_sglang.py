@@ -1,0 +1,293 @@
+"""SGLang 0.5.23's own multimodal path with the plugin serving images (FusedHFImageProcessor) against the same
+SGLang with transformers' processor: `bash scripts/test_sglang.sh` runs this file in .venv-sglang.
+
+Each side runs in its own process, as SGLang's tokenizer process would: its real TokenizerManager
+(init_model_config + init_tokenizer_and_processor, under `publish(ServerArgs(...), role="tokenizer")`) builds
+the model's multimodal processor, and its `process_mm_data_async` serves each request. Sides:
+  plugin: the entry point (load_plugins, as SGLang's processes run it);
+  env: SGLANG_EXTERNAL_MM_PROCESSOR_PACKAGE=fused_input_norm.sglang_processors, no load_plugins (the route of
+    multi-tokenizer workers);
+  off: load_plugins with FUSED_INPUT_NORM_SGLANG_PROCESSOR=0: transformers' processor, the reference.
+Each has a variant with `--mm-process-config` overrides (SGLang's image config, passed on every call).
+The tiny model directories are the vLLM tests' (test_vllm_processor.write_model, test_vllm_families.WRITERS).
+SGLang's device resolver is patched to "cpu" in every side (this host has no accelerator), which is how the
+device handed to the adapter is checked. transformers is SGLang's pin, 5.19.0: alpha is dropped there, and the
+RGBA / LA / palette requests check the adapter follows it.
+Compared for every request: input_ids, every item's offsets and model data (grids), M-RoPE positions exactly,
+features within 1e-6; the plugin's sides must hold the adapter, have served every call (counted), and say so.
+"""
+
+import asyncio
+import importlib.util
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+HAS_SGLANG = importlib.util.find_spec("sglang") is not None
+pytestmark = pytest.mark.skipif(
+    not HAS_SGLANG,
+    reason="needs sglang: `bash scripts/test_sglang.sh` installs sglang 0.5.23 in .venv-sglang and runs this file",
+)
+
+QWEN_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
+# model -> (the prompt's image placeholder, the image processor its directory holds)
+MODELS = {
+    "qwen2_vl": (QWEN_IMAGE, "Qwen2VLImageProcessor"),
+    "qwen2_5_vl": (QWEN_IMAGE, "Qwen2VLImageProcessor"),
+    "qwen3_vl": (QWEN_IMAGE, "Qwen2VLImageProcessor"),
+    "gemma3": ("<start_of_image>", "Gemma3ImageProcessor"),
+}
+SIDES = {
+    "plugin": {"FUSED_INPUT_NORM_SGLANG_PROCESSOR": "1"},
+    "env": {
+        "FUSED_INPUT_NORM_SGLANG_PROCESSOR": "1",
+        "SGLANG_EXTERNAL_MM_PROCESSOR_PACKAGE": "fused_input_norm.sglang_processors",
+    },
+    "off": {"FUSED_INPUT_NORM_SGLANG_PROCESSOR": "0"},
+}
+# SGLang's --mm-process-config: its image settings go to every call (a smaller pixel budget for the Qwen
+# processors; Gemma 3's pan and scan).
+MM_PROCESS_CONFIG = {
+    "qwen2_vl": {"image": {"max_pixels": 200704}},
+    "qwen2_5_vl": {"image": {"max_pixels": 200704}},
+    "qwen3_vl": {"image": {"max_pixels": 200704}},
+    "gemma3": {"image": {"do_pan_and_scan": True}},
+}
+# Keys that hash the features: equal features give equal values, but float features within 1e-6 need not.
+HASHED = {"hash", "pad_value", "pad_values", "identity"}
+
+
+def write_models(root: str) -> None:
+    from test_vllm_families import WRITERS
+    from test_vllm_processor import write_model
+
+    for model in MODELS:
+        path = os.path.join(root, model)
+        if model in WRITERS:
+            WRITERS[model](path)
+        else:
+            write_model(path, model)
+
+
+def requests(placeholder: str) -> list[tuple[str, str, list]]:
+    """(name, prompt, images as SGLang receives them): JPEG bytes of several sizes (a 12 MP photo down to 57x29,
+    elongated), PNG bytes of gray, RGBA, LA and palette-with-transparency images, PIL images, a batch of two."""
+    import numpy as np
+    from PIL import Image
+    from test_vllm_processor import photo
+
+    def encoded(image, kind: str) -> bytes:
+        out = io.BytesIO()
+        image.save(out, format=kind, **({"quality": 90} if kind == "JPEG" else {}))
+        return out.getvalue()
+
+    out = []
+    for i, (h, w) in enumerate([(3024, 4032), (480, 640), (57, 29), (40, 900)]):
+        out.append((f"jpeg-{h}x{w}", f"{placeholder} describe", [encoded(Image.fromarray(photo(h, w, i)), "JPEG")]))
+    rgb = photo(300, 400, 10)
+    alpha = (photo(300, 400, 11)[..., 0] // 2 + 64).astype(np.uint8)
+    rgba = Image.fromarray(np.dstack([rgb, alpha]), "RGBA")
+    la = Image.fromarray(np.dstack([rgb[..., 1], alpha]), "LA")
+    palette = Image.fromarray(rgb).quantize(16)
+    palette.info["transparency"] = 3
+    for name, image in (("gray", Image.fromarray(rgb[..., 1])), ("rgba", rgba), ("la", la), ("palette", palette)):
+        out.append((f"png-{name}", f"{placeholder} describe", [encoded(image, "PNG")]))
+        out.append((f"pil-{name}", f"{placeholder} describe", [image]))
+    batch = [
+        encoded(Image.fromarray(photo(h, w, 20 + i)), "JPEG") for i, (h, w) in enumerate([(480, 640), (1080, 1920)])
+    ]
+    out.append(("batch", f"{placeholder} and {placeholder} compare them", batch))
+    return out
+
+
+def plain(value):
+    """SGLang's output as tensors, lists and numbers (MultimodalDataItem's fields and attributes by name)."""
+    import msgspec
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, msgspec.Struct):
+        fields = msgspec.structs.asdict(value) | dict(getattr(value, "__dict__", {}))
+        return {k: plain(v) for k, v in fields.items() if k not in HASHED}
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items() if k not in HASHED}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return value if isinstance(value, int | float | str | bool | type(None)) else repr(value)
+
+
+def start_sglang() -> None:
+    """What SGLang's tokenizer process runs before it builds processors: load_plugins (not where the
+    side-effect package is the route: multi-tokenizer workers never run it). SGLang's device resolver is
+    patched to "cpu": this host has no accelerator, and it would name CUDA's device."""
+    if os.environ.get("SGLANG_EXTERNAL_MM_PROCESSOR_PACKAGE") is None:
+        from sglang.srt.plugins import load_plugins
+
+        load_plugins()
+    from sglang.srt.multimodal.processors import base_processor
+
+    base_processor.BaseMultimodalProcessor._fast_image_processor_device = lambda self, processor: "cpu"
+
+
+def sglang_manager(model_dir: str, mm_process_config: dict, **server_args):
+    """SGLang's real TokenizerManager for `model_dir`, as its tokenizer process builds one (config published,
+    model config read, tokenizer and multimodal processor built), without its IPC channels."""
+    from sglang.srt.managers.tokenizer_manager import TokenizerManager
+    from sglang.srt.runtime_context import publish
+    from sglang.srt.server_args import ServerArgs
+
+    args = ServerArgs(
+        model_path=model_dir, device="cpu", enable_multimodal=True, mm_process_config=mm_process_config, **server_args
+    )
+    publish(args, role="tokenizer")
+    manager = TokenizerManager.__new__(TokenizerManager)
+    manager.server_args = args
+    manager.init_model_config()
+    manager.init_tokenizer_and_processor()
+    return manager
+
+
+def process(mm, prompt: str, images: list) -> dict:
+    """One request through SGLang's process_mm_data_async."""
+    from sglang.srt.managers.io_struct import GenerateReqInput
+
+    request = GenerateReqInput(text=prompt, image_data=images)
+    return asyncio.run(
+        mm.process_mm_data_async(image_data=images, audio_data=None, input_text=prompt, request_obj=request)
+    )
+
+
+def worker(root: str, out_path: str, config: str) -> None:
+    """One side: every model's requests through SGLang's TokenizerManager and process_mm_data_async."""
+    import torch
+
+    from fused_input_norm.hf_adapter import FusedHFImageProcessor
+
+    start_sglang()
+    calls = {"served": 0, "handed_back": 0, "devices": []}
+    serve = FusedHFImageProcessor._serve
+
+    def counted(self, images, args, kwargs):
+        calls["devices"].append(kwargs.get("device"))
+        result = serve(self, images, args, kwargs)
+        calls["handed_back" if isinstance(result, str) else "served"] += 1
+        return result
+
+    FusedHFImageProcessor._serve = counted
+    results = {}
+    for model, (placeholder, _) in MODELS.items():
+        mm_config = MM_PROCESS_CONFIG[model] if config == "config" else {}
+        mm = sglang_manager(os.path.join(root, model), mm_config).mm_processor
+        calls.update(served=0, handed_back=0, devices=[])
+        outputs = {name: plain(dict(process(mm, prompt, images))) for name, prompt, images in requests(placeholder)}
+        results[model] = {
+            "outputs": outputs,
+            "image_processor": type(mm._processor.image_processor).__name__,
+            "adapter": isinstance(mm._processor.image_processor, FusedHFImageProcessor),
+            "gpu_image_decode": type(mm).gpu_image_decode,
+            "fingerprint": mm.processor_fingerprint,
+            "calls": dict(calls),
+        }
+    torch.save(results, out_path)
+
+
+def run_side(root, side: str, config: str) -> dict:
+    import torch
+
+    out = root / f"{side}-{config}.pt"
+    env = {**os.environ, **SIDES[side], "OMP_NUM_THREADS": "1"}
+    if side != "env":
+        env.pop("SGLANG_EXTERNAL_MM_PROCESSOR_PACKAGE", None)
+    run = subprocess.run(
+        [sys.executable, __file__, str(root), str(out), config],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd="/",  # the installed package, not the source tree
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    result = torch.load(out, weights_only=False)
+    result["log"] = [line for line in (run.stdout + run.stderr).splitlines() if "fused_input_norm:" in line]
+    return result
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sglang-models")
+    write_models(str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sides(root):
+    """Every side's results, by (side, "default" or "config")."""
+    return {(side, config): run_side(root, side, config) for config in ("default", "config") for side in SIDES}
+
+
+def assert_same(ours, theirs, where: str) -> None:
+    import torch
+
+    if isinstance(theirs, torch.Tensor):
+        assert isinstance(ours, torch.Tensor), where
+        assert ours.shape == theirs.shape and ours.dtype == theirs.dtype, (where, ours.shape, theirs.shape)
+        if theirs.dtype.is_floating_point:
+            torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=0, msg=where)
+        else:
+            assert torch.equal(ours, theirs), where
+    elif isinstance(theirs, dict):
+        assert ours.keys() == theirs.keys(), (where, sorted(ours), sorted(theirs))
+        for key in theirs:
+            assert_same(ours[key], theirs[key], f"{where}.{key}")
+    elif isinstance(theirs, list):
+        assert len(ours) == len(theirs), where
+        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+            assert_same(a, b, f"{where}[{i}]")
+    else:
+        assert ours == theirs, (where, ours, theirs)
+
+
+@pytest.mark.parametrize("config", ["default", "config"])
+@pytest.mark.parametrize("side", ["plugin", "env"])
+@pytest.mark.parametrize("model", MODELS)
+def test_same_outputs_as_transformers(sides, model, side, config):
+    ours, theirs = sides[(side, config)][model], sides[("off", config)][model]
+    assert not theirs["adapter"] and theirs["image_processor"] == MODELS[model][1]
+    assert ours["adapter"], ours["image_processor"]
+    assert ours["outputs"].keys() == theirs["outputs"].keys()
+    for name in theirs["outputs"]:
+        assert_same(ours["outputs"][name], theirs["outputs"][name], f"{model}/{name}")
+    # Every request's call was served (none handed back), with the device SGLang resolved.
+    assert ours["calls"]["served"] == len(theirs["outputs"]) and ours["calls"]["handed_back"] == 0, ours["calls"]
+    assert set(ours["calls"]["devices"]) == {"cpu"}, ours["calls"]["devices"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_served_classes_decode_with_pillow_and_key_their_cache_apart(sides, model):
+    ours, theirs = sides[("plugin", "default")][model], sides[("off", "default")][model]
+    assert ours["gpu_image_decode"] is False and theirs["gpu_image_decode"] is True
+    if theirs["fingerprint"] is not None:
+        assert ours["fingerprint"] != theirs["fingerprint"]
+
+
+def test_log_says_what_serves_images(sides):
+    for side in ("plugin", "env"):
+        log = "\n".join(sides[(side, "default")]["log"])
+        for model, (_, name) in MODELS.items():
+            assert f"in place of transformers' {name}" in log, (side, model, log)
+        assert "on device 'cpu'" in log and "decoded by Pillow" in log, log
+    assert "images stay with transformers' processor (FUSED_INPUT_NORM_SGLANG_PROCESSOR=0)" in "\n".join(
+        sides[("off", "default")]["log"]
+    )
+
+
+if __name__ == "__main__":
+    worker(*sys.argv[1:4])
