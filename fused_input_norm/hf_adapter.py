@@ -321,13 +321,22 @@ def transformers_drops_alpha() -> bool:
 
 
 def _drop_alpha(image: Any) -> Any:
-    """transformers' convert_to_rgb before 5.21 for a PIL image with alpha: Pillow's convert("RGB"). Other
-    images are left to FusedImageProcessor, whose conversion without alpha is the same."""
+    """transformers' convert_to_rgb before 5.21 for a PIL image with alpha: Pillow's convert("RGB"), and an RGB
+    image as it is, its transparency key ignored (Pillow keeps a palette's key as an RGB colour in `info`
+    through convert("RGB"), which FusedImageProcessor would apply). Other images are left to
+    FusedImageProcessor, whose conversion without alpha is the same."""
     from PIL import Image
 
-    if isinstance(image, Image.Image) and image.mode != "RGB":
-        if "A" in image.getbands() or image.info.get("transparency") is not None:
-            return image.convert("RGB")
+    if not isinstance(image, Image.Image):
+        return image
+    keyed = image.info.get("transparency") is not None
+    if image.mode != "RGB" and ("A" in image.getbands() or keyed):
+        image = image.convert("RGB")
+    elif image.mode == "RGB" and keyed:
+        image = image.copy()  # the caller's image keeps its info
+    else:
+        return image
+    image.info.pop("transparency", None)
     return image
 
 
