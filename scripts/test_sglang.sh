@@ -7,6 +7,8 @@
 # This package is installed as users install it, not editable, so SGLang finds the plugin through real
 # entry-point metadata.
 #   VENV=.venv-sglang  FUSED_INPUT_NORM_FORCE_CPU=1 (as for setup.py)  extra arguments go to pytest
+#   WHEEL=dist/fused_input_norm-*.whl  installs that wheel instead of building this tree (CI: step 3's wheel,
+#     which saves the build of the extension for this venv, minutes on these 2 cores)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${VENV:-.venv-sglang}
@@ -28,8 +30,12 @@ pip_install transformers==5.19.0 pillow orjson psutil pybase64 requests starlett
 pip_install --no-deps sglang==0.5.23 xgrammar==0.2.7
 echo "sglang environment ready in $(($(date +%s) - start)) s"
 start=$(date +%s)
-pip_install --no-build-isolation --no-deps --force-reinstall .
-echo "fused_input_norm built and installed in $(($(date +%s) - start)) s"
+if [ -n "${WHEEL:-}" ]; then
+  pip_install --no-deps --force-reinstall "$WHEEL"
+else
+  pip_install --no-build-isolation --no-deps --force-reinstall .
+fi
+echo "fused_input_norm installed in $(($(date +%s) - start)) s"
 # From outside the source tree, so the installed copy is the one imported.
 (cd / && "$VENV/bin/python" -c "import fused_input_norm as f; assert 'site-packages' in f.__file__, f.__file__; print('installed:', f.__file__)")
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path.

@@ -171,8 +171,9 @@ def process(mm, prompt: str, images: list) -> dict:
     )
 
 
-def worker(root: str, out_path: str, config: str) -> None:
-    """One side: every model's requests through SGLang's TokenizerManager and process_mm_data_async."""
+def worker(root: str, out_path: str, configs: str) -> None:
+    """One side: every model's requests through SGLang's TokenizerManager and process_mm_data_async, for each
+    of `configs` ("default": no --mm-process-config, "config": MM_PROCESS_CONFIG), in this one process."""
     import logging
 
     import torch
@@ -193,44 +194,56 @@ def worker(root: str, out_path: str, config: str) -> None:
 
     FusedHFImageProcessor._serve = counted
     results = {}
-    for model, (placeholder, _) in MODELS.items():
-        mm_config = MM_PROCESS_CONFIG[model] if config == "config" else {}
-        mm = sglang_manager(os.path.join(root, model), mm_config).mm_processor
-        calls.update(served=0, handed_back=0, devices=[])
-        chosen = [r for r in requests(placeholder) if config == "default" or r[0] in CONFIG_REQUESTS]
-        outputs = {name: plain(process(mm, prompt, images)) for name, prompt, images in chosen}
-        results[model] = {
-            "outputs": outputs,
-            "image_processor": type(mm._processor.image_processor).__name__,
-            "adapter": isinstance(mm._processor.image_processor, FusedHFImageProcessor),
-            # SGLang passes device= only to a transformers BaseImageProcessor (base_processor.process_mm_data)
-            "base_image_processor": isinstance(mm._processor.image_processor, BaseImageProcessor),
-            "gpu_image_decode": type(mm).gpu_image_decode,
-            "fingerprint": mm.processor_fingerprint,
-            "calls": dict(calls),
-        }
+    for config in configs.split(","):
+        for model, (placeholder, _) in MODELS.items():
+            mm_config = MM_PROCESS_CONFIG[model] if config == "config" else {}
+            mm = sglang_manager(os.path.join(root, model), mm_config).mm_processor
+            calls.update(served=0, handed_back=0, devices=[])
+            chosen = [r for r in requests(placeholder) if config == "default" or r[0] in CONFIG_REQUESTS]
+            outputs = {name: plain(process(mm, prompt, images)) for name, prompt, images in chosen}
+            results[(config, model)] = {
+                "outputs": outputs,
+                "image_processor": type(mm._processor.image_processor).__name__,
+                "adapter": isinstance(mm._processor.image_processor, FusedHFImageProcessor),
+                # SGLang passes device= only to a transformers BaseImageProcessor (base_processor.process_mm_data)
+                "base_image_processor": isinstance(mm._processor.image_processor, BaseImageProcessor),
+                "gpu_image_decode": type(mm).gpu_image_decode,
+                "fingerprint": mm.processor_fingerprint,
+                "calls": dict(calls),
+            }
     torch.save(results, out_path)
 
 
-def run_side(root, side: str, config: str) -> dict:
+# side -> the configs it runs: the --mm-process-config overrides through the entry point only (both routes
+# install the same hook).
+RUNS = {"plugin": "default,config", "env": "default", "off": "default,config"}
+
+
+def run_sides(root) -> dict:
+    """The sides' workers, run at once (each its own process, as SGLang's tokenizer processes are): their
+    results by (side, config, model), and each side's log lines that name the plugin."""
     import torch
 
-    out = root / f"{side}-{config}.pt"
-    env = {**os.environ, **SIDES[side], "OMP_NUM_THREADS": "1"}
-    if side != "env":
-        env.pop("SGLANG_EXTERNAL_MM_PROCESSOR_PACKAGE", None)
-    run = subprocess.run(
-        [sys.executable, __file__, str(root), str(out), config],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd="/",  # the installed package, not the source tree
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
-    result = torch.load(out, weights_only=False)
-    result["log"] = [line for line in (run.stdout + run.stderr).splitlines() if "fused_input_norm:" in line]
-    return result
+    started = {}
+    for side, configs in RUNS.items():
+        env = {**os.environ, **SIDES[side], "OMP_NUM_THREADS": "1"}
+        if side != "env":
+            env.pop("SGLANG_EXTERNAL_MM_PROCESSOR_PACKAGE", None)
+        out = root / f"{side}.pt"
+        command = [sys.executable, __file__, str(root), str(out), configs]
+        # cwd /: the installed package, not the source tree
+        started[side] = (
+            out,
+            subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd="/"),
+        )
+    results, logs = {}, {}
+    for side, (out, run) in started.items():
+        output, _ = run.communicate(timeout=900)
+        assert run.returncode == 0, output[-4000:]
+        for (config, model), result in torch.load(out, weights_only=False).items():
+            results[(side, config, model)] = result
+        logs[side] = [line for line in output.splitlines() if "fused_input_norm:" in line]
+    return {"results": results, "logs": logs}
 
 
 @pytest.fixture(scope="module")
@@ -242,10 +255,7 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def sides(root):
-    """The sides' results, by (side, "default" or "config"): the --mm-process-config overrides through the
-    entry point only (both routes install the same hook)."""
-    runs = [("plugin", "default"), ("env", "default"), ("off", "default"), ("plugin", "config"), ("off", "config")]
-    return {run: run_side(root, *run) for run in runs}
+    return run_sides(root)
 
 
 def assert_same(ours, theirs, where: str) -> None:
@@ -273,7 +283,7 @@ def assert_same(ours, theirs, where: str) -> None:
 @pytest.mark.parametrize("side, config", [("plugin", "default"), ("env", "default"), ("plugin", "config")])
 @pytest.mark.parametrize("model", MODELS)
 def test_same_outputs_as_transformers(sides, model, side, config):
-    ours, theirs = sides[(side, config)][model], sides[("off", config)][model]
+    ours, theirs = sides["results"][(side, config, model)], sides["results"][("off", config, model)]
     assert not theirs["adapter"] and theirs["image_processor"] == MODELS[model][1]
     assert ours["adapter"], ours["image_processor"]
     assert ours["outputs"].keys() == theirs["outputs"].keys()
@@ -288,7 +298,7 @@ def test_same_outputs_as_transformers(sides, model, side, config):
 
 @pytest.mark.parametrize("model", MODELS)
 def test_served_classes_decode_with_pillow_and_key_their_cache_apart(sides, model):
-    ours, theirs = sides[("plugin", "default")][model], sides[("off", "default")][model]
+    ours, theirs = sides["results"][("plugin", "default", model)], sides["results"][("off", "default", model)]
     assert ours["gpu_image_decode"] is False and theirs["gpu_image_decode"] is True
     if theirs["fingerprint"] is not None:
         assert ours["fingerprint"] != theirs["fingerprint"]
@@ -296,13 +306,12 @@ def test_served_classes_decode_with_pillow_and_key_their_cache_apart(sides, mode
 
 def test_log_says_what_serves_images(sides):
     for side in ("plugin", "env"):
-        log = "\n".join(sides[(side, "default")]["log"])
+        log = "\n".join(sides["logs"][side])
         for model, (_, name) in MODELS.items():
             assert f"in place of transformers' {name}" in log, (side, model, log)
         assert "on device 'cpu'" in log and "decoded by Pillow" in log, log
-    assert "images stay with transformers' processor (FUSED_INPUT_NORM_SGLANG_PROCESSOR=0)" in "\n".join(
-        sides[("off", "default")]["log"]
-    )
+    off = "\n".join(sides["logs"]["off"])
+    assert "images stay with transformers' processor (FUSED_INPUT_NORM_SGLANG_PROCESSOR=0)" in off, off
 
 
 if __name__ == "__main__":
