@@ -30,9 +30,8 @@ import importlib
 import logging
 import os
 
-from . import __version__
 from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, unsupported, unsupported_video
-from .vllm_plugin import _stand_in
+from .vllm_plugin import stand_in
 
 # A child of SGLang's logger: our lines appear in SGLang's log, in its format and at its level.
 logger = logging.getLogger("sglang.srt.plugins.fused_input_norm")
@@ -41,28 +40,27 @@ PROCESSOR_SWITCH = "FUSED_INPUT_NORM_SGLANG_PROCESSOR"
 NVJPEG_SWITCH = "FUSED_INPUT_NORM_SGLANG_NVJPEG"
 BASE_MODULE = "sglang.srt.multimodal.processors.base_processor"
 HOOK_TARGET = f"{BASE_MODULE}.BaseMultimodalProcessor.__init__"
-# What the processor fingerprint gains for a served processor (SGLang hashes it into its cache keys).
-FINGERPRINT_ENTRY = {"image_processor": f"fused_input_norm {__version__}"}
 
 
-def register() -> None:
+def register() -> bool:
     """The entry point. Never raises: what this cannot serve stays SGLang's and transformers', and the log says
-    why."""
+    why. Whether the hook is registered (now or before)."""
     if not _switched_on():
-        return
+        return False
     try:
         from sglang.srt.plugins.hook_registry import HookRegistry, HookType
     except ImportError as e:
         logger.warning("fused_input_norm: images stay with transformers' processor: no SGLang HookRegistry (%s)", e)
-        return
-    if any(hook is after_init for _, hook, _ in HookRegistry._hooks.get(HOOK_TARGET, [])):
-        return  # both routes ran in this process (the entry point, then the side-effect package)
-    HookRegistry.register(HOOK_TARGET, after_init, HookType.AFTER)
+        return False
+    if not any(hook is after_init for _, hook, _ in HookRegistry._hooks.get(HOOK_TARGET, [])):
+        HookRegistry.register(HOOK_TARGET, after_init, HookType.AFTER)  # once: both routes may run in a process
+    return True
 
 
 def install() -> None:
     """The side-effect package's route (no load_plugins runs there): registers the hook and applies it now."""
-    register()
+    if not register():
+        return
     from sglang.srt.plugins.hook_registry import HookRegistry
 
     base = importlib.import_module(BASE_MODULE).BaseMultimodalProcessor
@@ -129,8 +127,8 @@ def serve_images(mm_processor: object) -> str | None:
         return None  # served already (one transformers processor shared by two SGLang processors)
     device = _target_device(mm_processor, processor)  # before the swap: the resolver sees transformers' processor
     said = [
-        _stand_in(processor, "image_processor", "images", FusedHFImageProcessor, unsupported, logger),
-        _stand_in(processor, "video_processor", "videos", FusedHFVideoProcessor, unsupported_video, logger),
+        stand_in(processor, "image_processor", "images", FusedHFImageProcessor, unsupported, logger),
+        stand_in(processor, "video_processor", "videos", FusedHFVideoProcessor, unsupported_video, logger),
     ]
     said = [s for s in said if s]
     if isinstance(getattr(processor, "image_processor", None), FusedHFImageProcessor):
@@ -173,6 +171,7 @@ def _refingerprint(mm_processor: object) -> None:
         return  # SGLang keeps no artifacts for this processor: no key to scope
     from sglang.srt.multimodal.cache.identity import build_processor_fingerprint
 
-    mm_processor.processor_fingerprint = build_processor_fingerprint(
-        mm_processor, mm_processor.hf_config, extra=FINGERPRINT_ENTRY
-    )
+    import fused_input_norm
+
+    entry = {"image_processor": f"fused_input_norm {fused_input_norm.__version__}"}
+    mm_processor.processor_fingerprint = build_processor_fingerprint(mm_processor, mm_processor.hf_config, extra=entry)
