@@ -304,6 +304,25 @@ def test_served_classes_decode_with_pillow_and_key_their_cache_apart(sides, mode
         assert ours["fingerprint"] != theirs["fingerprint"]
 
 
+@pytest.mark.parametrize("switch, decoded_on_gpu", [("1", True), ("0", False), (None, False)])
+def test_nvjpeg_switch(monkeypatch, switch, decoded_on_gpu):
+    """FUSED_INPUT_NORM_SGLANG_NVJPEG=1 keeps SGLang's nvJPEG decode for a served class; unset or 0 turns it off
+    (on a subclass of SGLang's own Qwen-VL processor, so SGLang's class keeps its attribute)."""
+    from sglang.srt.multimodal.processors.qwen_vl import QwenVLImageProcessor
+
+    from fused_input_norm import sglang_plugin
+
+    served = type("Served", (QwenVLImageProcessor,), {})
+    assert served.gpu_image_decode is True  # SGLang's default
+    if switch is None:
+        monkeypatch.delenv(sglang_plugin.NVJPEG_SWITCH, raising=False)
+    else:
+        monkeypatch.setenv(sglang_plugin.NVJPEG_SWITCH, switch)
+    said = sglang_plugin._decode_with_pillow(served)
+    assert served.gpu_image_decode is decoded_on_gpu, said
+    assert QwenVLImageProcessor.gpu_image_decode is True
+
+
 def test_log_says_what_serves_images(sides):
     for side in ("plugin", "env"):
         log = "\n".join(sides["logs"][side])
