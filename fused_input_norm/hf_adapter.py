@@ -89,9 +89,34 @@ class _Processors:
 
 class _Adapter:
     """What both adapters share: their own few attributes (_OWN), every other one upstream's (read, written
-    and deleted there), the bounded processor cache, and the once-per-reason log of calls handed back."""
+    and deleted there), the bounded processor cache, and the once-per-reason log of calls handed back.
+
+    An adapter's type is a subclass of its upstream's class, made once per (adapter class, upstream class):
+    `isinstance(adapter, type(upstream))` holds (vLLM's Qwen3-VL code tells videos from images that way, SGLang
+    passes device= only to a transformers BaseImageProcessor), and lookups on `type(adapter)` (`valid_kwargs`)
+    find upstream's class attributes. No upstream __init__ runs: the adapter holds no state of its own beyond
+    _OWN, and __getattribute__ sends every other name to upstream, so upstream's class attributes (inherited
+    here) never hide the values upstream's instance holds."""
 
     _OWN = frozenset({"upstream", "reference", "_processors", "_logged", "_log"})
+    # The upstream class this subclass stands in for; None on the adapter classes themselves.
+    _upstream_class: type | None = None
+    # Names an adapter answers itself (its own state, its classes' methods, dunders); set per adapter class.
+    _adapter_names: frozenset = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "_upstream_class" not in vars(cls):  # an adapter class, not one of its stand-in subclasses
+            cls._adapter_names = cls._OWN | {
+                name for klass in cls.__mro__ if issubclass(klass, _Adapter) for name in vars(klass)
+            }
+
+    def __new__(cls, upstream: Any = None, *args: Any, **kwargs: Any) -> "_Adapter":
+        # Built as its stand-in subclass for upstream's class. (Without upstream: a copy or unpickling, whose
+        # class is already the subclass; see __reduce_ex__.)
+        if cls._upstream_class is None and upstream is not None:
+            cls = _stand_in_class(cls, type(upstream))
+        return object.__new__(cls)
 
     def __init__(self, upstream: Any, reference: str, log: logging.Logger):
         self.upstream = upstream
@@ -100,17 +125,23 @@ class _Adapter:
         self._logged: set[str] = set()
         self._log = log  # the host's logger (vLLM's), where its users read why a call went to transformers
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names this class lacks: upstream's attributes and methods. (`upstream` itself
-        # is missing only on a half-built object, e.g. while unpickling: no recursion then.)
-        if name == "upstream":
+    def __getattribute__(self, name: str) -> Any:
+        if name in type(self)._adapter_names or (name.startswith("__") and name.endswith("__")):
+            return object.__getattribute__(self, name)
+        state = object.__getattribute__(self, "__dict__")
+        if "upstream" not in state:  # half built (while unpickling): nothing to forward to yet
             raise AttributeError(name)
-        return getattr(self.upstream, name)
+        return getattr(state["upstream"], name)
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only when the adapter's own lookup failed (e.g. `upstream` on a half-built object): an
+        # upstream class's __getattr__, inherited here, must not answer for the adapter.
+        raise AttributeError(name)
 
     def _owns(self, name: str) -> bool:
-        """The adapter's own state and its class's names (its methods: patching `adapter.preprocess` in a test
+        """The adapter's own state and its classes' names (its methods: patching `adapter.preprocess` in a test
         patches the adapter's); every other name is upstream's."""
-        return name in self._OWN or hasattr(type(self), name)
+        return name in type(self)._adapter_names
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Written where calls read it: a write on the wrapper alone would be silently ignored.
@@ -125,6 +156,16 @@ class _Adapter:
         else:
             delattr(self.upstream, name)
 
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        # The stand-in subclass is made at run time (pickle cannot name it): rebuilt from the adapter class
+        # and upstream's class, then given this adapter's own state (upstream included).
+        adapter_class = next(k for k in type(self).__mro__ if "_upstream_class" not in vars(k))
+        state = dict(object.__getattribute__(self, "__dict__"))
+        return (_rebuild, (adapter_class, type(self)._upstream_class), state)
+
+    def __setstate__(self, state: dict) -> None:
+        object.__getattribute__(self, "__dict__").update(state)
+
     def _handed_back(self, reason: str) -> None:
         """Logs why transformers serves a call, once per reason (at most MAX_LOGGED_REASONS of them)."""
         if reason in self._logged or len(self._logged) > MAX_LOGGED_REASONS:
@@ -133,6 +174,36 @@ class _Adapter:
         if len(self._logged) > MAX_LOGGED_REASONS:
             reason = f"{reason} (further reasons are not logged: {MAX_LOGGED_REASONS} already were)"
         self._log.info("fused_input_norm: transformers' %s serves this call: %s", type(self.upstream).__name__, reason)
+
+
+# One stand-in subclass per (adapter class, upstream class), kept for the process: there are as many as
+# processor classes a host loads (a few), and a class made twice would make isinstance checks between two
+# adapters of one upstream class disagree.
+_STAND_IN_CLASSES: dict[tuple[type, type], type] = {}
+_STAND_IN_LOCK = threading.Lock()
+
+
+def _stand_in_class(adapter_class: type, upstream_class: type) -> type:
+    """`adapter_class` as a subclass of `upstream_class`: the adapter's methods first, upstream's class next.
+    It carries upstream's name and module: lookups keyed on them (transformers' tests find a processor's
+    Kwargs class in `sys.modules[type(processor).__module__]`) see upstream's."""
+    with _STAND_IN_LOCK:
+        cls = _STAND_IN_CLASSES.get((adapter_class, upstream_class))
+        if cls is None:
+            namespace = {
+                "_upstream_class": upstream_class,
+                "__module__": upstream_class.__module__,
+                "__qualname__": upstream_class.__qualname__,
+                "__doc__": adapter_class.__doc__,
+            }
+            cls = type(upstream_class.__name__, (adapter_class, upstream_class), namespace)
+            _STAND_IN_CLASSES[(adapter_class, upstream_class)] = cls
+        return cls
+
+
+def _rebuild(adapter_class: type, upstream_class: type) -> _Adapter:
+    """An empty adapter of the stand-in class (pickle and deepcopy then set its state)."""
+    return object.__new__(_stand_in_class(adapter_class, upstream_class))
 
 
 def reference_of(upstream: object) -> str | None:
@@ -147,7 +218,7 @@ def reference_of(upstream: object) -> str | None:
 
 
 def unsupported(upstream: object) -> str | None:
-    """Why FusedHFImageProcessor cannot stand in for `upstream` at all; None when it can."""
+    """Why FusedHFImageProcessor cannot stand in for `upstream` at all (its class); None when it can."""
     if reference_of(upstream) is None:
         return f"{type(upstream).__name__} is neither transformers' torchvision nor its PIL backend"
     if configs.kind_of({"image_processor_type": type(upstream).__name__}) is None:
@@ -157,10 +228,9 @@ def unsupported(upstream: object) -> str | None:
             return f"{type(upstream).__name__} has no {method}"
     if not isinstance(getattr(upstream, "_valid_kwargs_names", None), list):
         return f"{type(upstream).__name__} has no _valid_kwargs_names"
-    try:
-        configs.resolve(_resolve_config(upstream, {})[0], type(upstream).__name__)
-    except (TypeError, ValueError) as e:
-        return str(e)
+    # Its configuration is not checked here: the adapter builds for every configuration its class accepts
+    # (Gemma 3's checkpoints leave the pan-and-scan settings null, which Gemma3Processor's call fills), and
+    # each call decides, with the kwargs it brings, whether it is served or handed back.
     return None
 
 
@@ -394,11 +464,7 @@ def unsupported_video(upstream: object) -> str | None:
     for method in ("preprocess", "_preprocess", "to_dict"):
         if not callable(getattr(upstream, method, None)):
             return f"{name} has no {method}"
-    try:
-        configs.resolve_video(_video_config(upstream), name)
-    except (TypeError, ValueError) as e:
-        return str(e)
-    return None
+    return None  # as for images, each call decides on its configuration
 
 
 def _video_config(upstream: Any) -> dict:

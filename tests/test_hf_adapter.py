@@ -402,3 +402,218 @@ def test_video_cap_pixels_per_frame_unset_warns_on_upstreams_logger_as_transform
     assert not served._logged, served._logged
     warned = [r for r in caplog.records if r.name == module.__name__ and r.levelno == logging.WARNING]
     assert len(warned) == (1 if cap is None else 0), [r.getMessage() for r in warned]
+
+
+# ----- standing in: the adapter's type is upstream's -----
+
+
+def test_the_adapter_is_an_instance_of_upstreams_class_and_transformers_base_class():
+    """vLLM, SGLang and transformers test `isinstance(processor, <transformers class>)` (SGLang passes device=
+    only to a BaseImageProcessor): the adapter passes wherever its upstream passes, and is still an adapter."""
+    from transformers import BaseImageProcessor
+
+    theirs = upstream()
+    ours = FusedHFImageProcessor(theirs)
+    assert isinstance(ours, type(theirs)) and isinstance(ours, qwen.Qwen2VLImageProcessor)
+    assert isinstance(ours, BaseImageProcessor) and isinstance(ours, FusedHFImageProcessor)
+    assert type(ours) is type(FusedHFImageProcessor(upstream()))  # one stand-in class per upstream class
+    assert (type(ours).__name__, type(ours).__module__) == ("Qwen2VLImageProcessor", qwen.__name__)
+    siglip = pytest.importorskip("transformers.models.siglip").SiglipImageProcessor()
+    other = FusedHFImageProcessor(siglip)
+    assert isinstance(other, type(siglip)) and not isinstance(other, type(theirs))
+    assert not isinstance(ours, type(siglip))
+
+
+def test_lookups_on_the_adapters_type_find_upstreams_class_attributes():
+    """`type(processor).valid_kwargs` (transformers' kwarg checks) and the other class attributes are
+    upstream's, not the adapter's."""
+    theirs = upstream()
+    ours = FusedHFImageProcessor(theirs)
+    for name in ("valid_kwargs", "model_input_names", "resample", "image_mean", "merge_size", "preprocess"):
+        if name == "preprocess":  # the adapter's own method, on its type too
+            assert type(ours).preprocess is FusedHFImageProcessor.preprocess
+            continue
+        if hasattr(type(theirs), name):
+            assert getattr(type(ours), name) is getattr(type(theirs), name), name
+    assert type(ours).valid_kwargs is qwen.Qwen2VLImageProcessor.valid_kwargs
+
+
+def test_upstreams_class_attributes_never_hide_upstreams_instance_values():
+    """The stand-in class inherits upstream's class attributes (defaults such as image_mean); reads and
+    writes still reach upstream's instance, whose values differ from them here."""
+    theirs = qwen.Qwen2VLImageProcessor(image_mean=[0.1, 0.2, 0.3], merge_size=1, do_normalize=False)
+    ours = FusedHFImageProcessor(theirs)
+    assert list(ours.image_mean) == [0.1, 0.2, 0.3] and ours.merge_size == 1 and ours.do_normalize is False
+    assert list(type(ours).image_mean) != [0.1, 0.2, 0.3]  # the class default, hidden on the instance
+    ours.merge_size = 2
+    assert theirs.merge_size == 2 and "merge_size" not in vars(ours)
+    assert ours.to_dict() == theirs.to_dict()  # upstream's method, bound to upstream
+
+
+def test_a_copy_and_a_pickle_keep_the_stand_in_type_and_upstreams_values():
+    import copy
+    import pickle
+
+    ours = FusedHFImageProcessor(qwen.Qwen2VLImageProcessor(merge_size=1, max_pixels=200704))
+    assert ours.size["longest_edge"] == 200704
+    for clone in (copy.deepcopy(ours), pickle.loads(pickle.dumps(ours)), copy.copy(ours)):
+        assert type(clone) is type(ours) and isinstance(clone, qwen.Qwen2VLImageProcessor)
+        assert (
+            clone.merge_size == 1 and clone.upstream.size["longest_edge"] == 200704 and clone.reference == "torchvision"
+        )
+    assert copy.deepcopy(ours).upstream is not ours.upstream
+
+
+def test_vllms_qwen3_vl_check_tells_the_video_adapter_from_an_image_processor():
+    """vLLM's qwen3_vl.py (_get_vision_info) picks the video path by
+    `isinstance(image_processor, Qwen3VLVideoProcessor)`: true for the video adapter, false for the image one."""
+    import copy
+
+    from transformers import BaseVideoProcessor
+
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    videos = pytest.importorskip("transformers.models.qwen3_vl.video_processing_qwen3_vl").Qwen3VLVideoProcessor
+    theirs = videos(cap_pixels_per_frame=False)
+    video = FusedHFVideoProcessor(copy.deepcopy(theirs))
+    image = FusedHFImageProcessor(upstream())
+    assert isinstance(video, videos) and isinstance(video, BaseVideoProcessor)
+    assert not isinstance(image, videos)
+    assert type(video).valid_kwargs is videos.valid_kwargs
+    got = video(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
+    expected = theirs(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
+    assert not video._logged, video._logged
+    assert float((got["pixel_values_videos"] - expected["pixel_values_videos"]).abs().max()) <= 1e-6
+
+
+def test_vllms_qwen3_vl_vision_info_reads_the_video_adapter_as_a_video_processor():
+    """vLLM's own function, where installed (the vLLM venv): the same answer with the adapter as upstream."""
+    qwen3_vl = pytest.importorskip("vllm.model_executor.models.qwen3_vl", reason="needs vllm")
+    import inspect
+
+    source = inspect.getsource(qwen3_vl)
+    assert "isinstance(image_processor, Qwen3VLVideoProcessor)" in source
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    videos = qwen3_vl.Qwen3VLVideoProcessor
+    assert isinstance(FusedHFVideoProcessor(videos(cap_pixels_per_frame=False)), videos)
+
+
+def test_importing_the_package_does_not_import_transformers():
+    import subprocess
+    import sys
+
+    code = "import sys, fused_input_norm, fused_input_norm.hf_adapter; print('transformers' in sys.modules)"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "False"
+    )
+
+
+# ----- built for every configuration its class accepts; each call decides -----
+
+# What Gemma3Processor's call passes to its image processor (Gemma3ProcessorKwargs' defaults) when a request
+# turns pan and scan on: the checkpoints' image processor configs leave these settings null.
+GEMMA3_CALL = {
+    "pan_and_scan_min_crop_size": 256,
+    "pan_and_scan_max_num_crops": 4,
+    "pan_and_scan_min_ratio_to_activate": 1.2,
+}
+
+
+def _gemma3_as_checkpoints_ship_it(**overrides):
+    """Gemma 3's image processor as its checkpoints' preprocessor_config.json builds it (the pan-and-scan
+    settings null), with vLLM's per-request `do_pan_and_scan=True` as a construction kwarg."""
+    gemma3 = pytest.importorskip("transformers.models.gemma3").Gemma3ImageProcessor
+    config = {
+        "do_pan_and_scan": None,
+        "pan_and_scan_min_crop_size": None,
+        "pan_and_scan_max_num_crops": None,
+        "pan_and_scan_min_ratio_to_activate": None,
+        "size": {"height": 896, "width": 896},
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "resample": 2,
+    }
+    return gemma3(**{**config, **overrides})
+
+
+def test_gemma3_with_null_pan_and_scan_settings_is_built_and_serves_the_calls_that_fill_them(monkeypatch):
+    """vLLM builds Gemma 3's processor with do_pan_and_scan=True and the checkpoint's null settings; the
+    adapter is built (it used to refuse, leaving transformers in place), and the call Gemma3Processor makes
+    (the settings filled) is served, equal to transformers'."""
+    theirs = _gemma3_as_checkpoints_ship_it(do_pan_and_scan=True)
+    assert unsupported(theirs) is None
+    ours = FusedHFImageProcessor(_gemma3_as_checkpoints_ship_it(do_pan_and_scan=True))
+    pictures = images()[:3]  # 1080x1920 is elongated enough to be cut into crops
+    expected = theirs(pictures, return_tensors="pt", **GEMMA3_CALL)
+    _forbid_upstream_preprocess(monkeypatch, ours)
+    got = ours(pictures, return_tensors="pt", **GEMMA3_CALL)
+    assert int(expected["num_crops"].sum()) > 0
+    assert torch.equal(got["num_crops"], expected["num_crops"])
+    pv, ref = got["pixel_values"], expected["pixel_values"]
+    assert pv.shape == ref.shape and float((pv - ref).abs().max()) <= 1e-6
+
+
+def test_gemma3_a_call_without_the_settings_is_handed_back_with_transformers_answer(caplog):
+    """The same processor called without the settings (only Gemma3Processor fills them): transformers' own
+    answer (here its error), and the reason logged once."""
+    theirs = _gemma3_as_checkpoints_ship_it(do_pan_and_scan=True)
+    ours = FusedHFImageProcessor(_gemma3_as_checkpoints_ship_it(do_pan_and_scan=True), logging.getLogger("t_g3"))
+    try:
+        expected = theirs(images()[:3], return_tensors="pt")
+    except Exception as e:  # whatever transformers raises, the adapter raises
+        with caplog.at_level(logging.INFO, logger="t_g3"), pytest.raises(type(e)):
+            ours(images()[:3], return_tensors="pt")
+    else:
+        with caplog.at_level(logging.INFO, logger="t_g3"):
+            got = ours(images()[:3], return_tensors="pt")
+        assert torch.equal(got["pixel_values"], expected["pixel_values"])
+    assert "pan_and_scan" in caplog.text and "serves this call" in caplog.text
+
+
+@pytest.mark.parametrize("family", ["gemma3.Gemma3ImageProcessor", "llama4.Llama4ImageProcessor"])
+def test_do_resize_none_is_built_and_each_call_answers_as_transformers(family):
+    """transformers builds these with do_resize=None (its tests do); so does the adapter. Its calls answer as
+    transformers' (Llama 4 refuses an unset do_resize at call time: the same error)."""
+    module, name = family.split(".")
+    cls = getattr(pytest.importorskip(f"transformers.models.{module}"), name)
+    theirs, ours = cls(do_resize=None), FusedHFImageProcessor(cls(do_resize=None))
+    assert isinstance(ours, cls) and ours.do_resize is None
+    pictures = [images()[0]] * 2  # one size: transformers stacks unresized images only when they agree
+    try:
+        expected = theirs(pictures, return_tensors="pt")
+    except Exception as e:
+        with pytest.raises(type(e)):
+            ours(pictures, return_tensors="pt")
+        return
+    got = ours(pictures, return_tensors="pt")
+    assert set(got) == set(expected)
+    pv, ref = got["pixel_values"], expected["pixel_values"]
+    assert pv.shape == ref.shape and float((pv - ref).abs().max()) <= 1e-6
+
+
+def test_llava_onevision_pinpoints_that_are_not_whole_tiles_are_built_and_answer_as_transformers():
+    """LLaVA-OneVision with image_grid_pinpoints that are not whole tiles of size (transformers' own tests
+    use such): built, and its calls give transformers' answer."""
+    cls = pytest.importorskip("transformers.models.llava_onevision").LlavaOnevisionImageProcessor
+    config = {"image_grid_pinpoints": [[200, 300], [300, 500]], "size": {"height": 384, "width": 384}}
+    theirs, ours = cls(**config), FusedHFImageProcessor(cls(**config))
+    assert isinstance(ours, cls)
+    got, expected = ours(images()[:2], return_tensors="pt"), theirs(images()[:2], return_tensors="pt")
+    assert set(got) == set(expected)
+    for key in expected:
+        assert torch.equal(got[key], expected[key]), key
+
+
+def test_video_adapter_is_built_for_a_configuration_it_does_not_serve_and_hands_its_calls_back(caplog):
+    from fused_input_norm.hf_adapter import FusedHFVideoProcessor
+
+    cls = pytest.importorskip("transformers.models.qwen2_vl.video_processing_qwen2_vl").Qwen2VLVideoProcessor
+    theirs = cls(cap_pixels_per_frame=False, resample=0)  # nearest: not reproduced
+    ours = FusedHFVideoProcessor(cls(cap_pixels_per_frame=False, resample=0), logging.getLogger("t_video"))
+    with caplog.at_level(logging.INFO, logger="t_video"):
+        got = ours(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
+    expected = theirs(videos=_clips(), video_metadata=_metadata(), do_sample_frames=False)
+    assert torch.equal(got["pixel_values_videos"], expected["pixel_values_videos"])
+    assert "serves this call" in caplog.text

@@ -178,17 +178,8 @@ class Qwen2VLImageStock(_QwenImageTests, unittest.TestCase):
     image_processor_tester_class = StockImageTester
 
 
-_ADAPTER_CLASS = (
-    "looks the Kwargs class up in the module of processor.__class__, which is the adapter's (fused_input_norm."
-    "hf_adapter); processor.valid_kwargs itself is upstream's"
-)
-
-
 class Qwen2VLImageAdapters(_QwenImageTests, unittest.TestCase):
     image_processor_tester_class = AdaptedImageTester
-    test_valid_kwargs_set = known_failure(
-        image_common.ImageProcessingTestMixin.test_valid_kwargs_set, _ADAPTER_CLASS, strict=True
-    )
 
     def setUp(self):
         super().setUp()
@@ -299,9 +290,6 @@ class Qwen2VLVideoStock(_QwenVideoTests, unittest.TestCase):
 class Qwen2VLVideoAdapters(_QwenVideoTests, unittest.TestCase):
     video_class = Qwen2VLVideoProcessor
     adapt = True
-    test_valid_kwargs_set = known_failure(
-        video_common.VideoProcessingTestMixin.test_valid_kwargs_set, _ADAPTER_CLASS, strict=True
-    )
 
 
 class Qwen3VLVideoStock(_QwenVideoTests, unittest.TestCase):
@@ -311,9 +299,6 @@ class Qwen3VLVideoStock(_QwenVideoTests, unittest.TestCase):
 class Qwen3VLVideoAdapters(_QwenVideoTests, unittest.TestCase):
     video_class = Qwen3VLVideoProcessor
     adapt = True
-    test_valid_kwargs_set = known_failure(
-        video_common.VideoProcessingTestMixin.test_valid_kwargs_set, _ADAPTER_CLASS, strict=True
-    )
 
 
 def test_the_suite_is_the_installed_transformers_version():
