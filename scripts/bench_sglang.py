@@ -1,10 +1,11 @@
 """Per-request time of SGLang's process_mm_data_async with the plugin serving images (FusedImageProcessor) and
 with transformers' processor (FUSED_INPUT_NORM_SGLANG_PROCESSOR=1 / 0, each in its own process, the two
-alternated round by round; the best round's median is shown), at 1 and 2 torch threads (SGLang runs 2 processor threads by default on a CPU
-host), for JPEG bytes as a client sends them (SGLang's decode is inside the request, Pillow's for served
-classes and, here without a GPU, for transformers' too).
+alternated round by round; the best round's median is shown), at 1 and 2 torch threads (SGLang runs 2
+processor threads by default on a CPU host), for JPEG bytes as a client sends them (SGLang's decode is inside
+the request: Pillow's for served classes and, here without a GPU, for transformers' too).
 
-    .venv-sglang/bin/python scripts/bench_sglang.py [--models qwen2_vl,gemma3] [--repeats N] [--rounds R]
+    .venv-sglang/bin/python scripts/bench_sglang.py [--models qwen2_vl,gemma3] [--sizes 1920x1080,4032x3024]
+        [--repeats N] [--rounds R]
 
 --models: any model of tests/test_sglang.py (its tiny model directories, each with its checkpoint's config).
 """
@@ -19,11 +20,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-SIZES = [(1080, 1920), (3024, 4032)]
 THREADS = [1, 2]
 
 
-def measure(model_dir: str, model: str, repeats: int) -> dict:
+def measure(model_dir: str, model: str, repeats: int, sizes: list) -> dict:
     """One side's median per-request time (ms) by thread count and image size, in this process."""
     import io
 
@@ -38,7 +38,7 @@ def measure(model_dir: str, model: str, repeats: int) -> dict:
     times = {}
     for threads in THREADS:
         torch.set_num_threads(threads)
-        for h, w in SIZES:
+        for h, w in sizes:
             out = io.BytesIO()
             Image.fromarray(photo(h, w, 0)).save(out, format="JPEG", quality=90)
             jpeg = out.getvalue()
@@ -57,11 +57,13 @@ def main() -> None:
     parser.add_argument("--models", default="qwen2_vl,qwen2_5_vl,qwen3_vl,gemma3")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sizes", default="1920x1080,4032x3024", help="the JPEG photos, width x height")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # model_dir model repeats
     args = parser.parse_args()
     if args.child:
         model_dir, model, repeats = args.child
-        print(json.dumps(measure(model_dir, model, int(repeats))))
+        sizes = [tuple(int(n) for n in reversed(size.split("x"))) for size in args.sizes.split(",")]  # (h, w)
+        print(json.dumps(measure(model_dir, model, int(repeats), sizes)))
         return
     from test_sglang import write_models
 
@@ -73,7 +75,8 @@ def main() -> None:
         for _ in range(args.rounds):  # alternated: the machine's load drifts
             for switch in ("1", "0"):
                 env = {**os.environ, "FUSED_INPUT_NORM_SGLANG_PROCESSOR": switch}
-                child = [sys.executable, __file__, "--child", os.path.join(root, model), model, str(args.repeats)]
+                child = [sys.executable, __file__, "--sizes", args.sizes, "--child", os.path.join(root, model), model]
+                child.append(str(args.repeats))
                 run = subprocess.run(child, env=env, capture_output=True, text=True, cwd="/", check=False)
                 if run.returncode != 0:
                     sys.exit(run.stderr[-3000:])
