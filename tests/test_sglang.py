@@ -289,11 +289,11 @@ def test_same_outputs_as_transformers(sides, model, side, config):
     assert ours["outputs"].keys() == theirs["outputs"].keys()
     for name in theirs["outputs"]:
         assert_same(ours["outputs"][name], theirs["outputs"][name], f"{model}/{name}")
-    # Every request's call was served (none handed back), with the device SGLang resolved: SGLang passes it
-    # where the adapter is a transformers BaseImageProcessor (as upstream is); where it is not, it passes none.
+    # Every request's call was served (none handed back), with the device SGLang resolved (it passes device=
+    # only to a transformers BaseImageProcessor: the adapter must be one, as upstream is).
     assert ours["calls"]["served"] == len(theirs["outputs"]) and ours["calls"]["handed_back"] == 0, ours["calls"]
-    device = "cpu" if ours["base_image_processor"] else None
-    assert set(ours["calls"]["devices"]) == {device}, ours["calls"]["devices"]
+    assert ours["base_image_processor"] and theirs["base_image_processor"]
+    assert set(ours["calls"]["devices"]) == {"cpu"}, ours["calls"]["devices"]
 
 
 @pytest.mark.parametrize("model", MODELS)
