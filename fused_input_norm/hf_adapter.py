@@ -20,7 +20,10 @@ grow it without bound; a dropped config is rebuilt on its next call (a few hundr
 Imports transformers only when called: importing this module never does.
 """
 
+import functools
+import importlib.metadata
 import logging
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -307,6 +310,14 @@ class FusedHFImageProcessor(_Adapter):
             device = torch.device(device if device is not None else "cpu")
         except (TypeError, RuntimeError):
             return f"device={device!r}"
+        if config.get("do_convert_rgb") and transformers_drops_alpha():
+            if any(_array_with_alpha(image) for image in flat):
+                return (
+                    "an array or tensor with 2 or 4 channels: transformers before 5.21 does not convert it to RGB "
+                    "(from 5.21 it composites alpha on white, as served)"
+                )
+            images = _nested_map(images, _drop_alpha)
+            flat = _flat(images)
         processor = self._processor(config, device)
         # A family laid out per sample reads the call's nesting (transformers' nested list of images).
         out = processor(
@@ -392,6 +403,58 @@ def _upstream_refuses(upstream: Any, kwargs: Mapping) -> str | None:
     except Exception as e:  # whatever upstream raises, it raises again when it serves the call
         return f"its own checks refuse the kwargs ({type(e).__name__}: {e})"
     return None
+
+
+# transformers 5.21 made convert_to_rgb composite alpha on white (what FusedImageProcessor does); before it,
+# a PIL image that is not RGB went through Pillow's image.convert("RGB"), which drops alpha (RGBA, LA, a
+# palette's transparency), and arrays and tensors were left as they are.
+COMPOSITES_ALPHA_FROM = (5, 21)
+
+
+@functools.cache
+def transformers_drops_alpha() -> bool:
+    """Whether the installed transformers drops alpha in convert_to_rgb (before 5.21) rather than compositing
+    it on white; the adapter follows the installed version, which is the one it stands in for."""
+    try:
+        version = importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:2]) < COMPOSITES_ALPHA_FROM
+
+
+def _drop_alpha(image: Any) -> Any:
+    """transformers' convert_to_rgb before 5.21 for a PIL image with alpha: Pillow's convert("RGB"), and an RGB
+    image as it is, its transparency key ignored (Pillow keeps a palette's key as an RGB colour in `info`
+    through convert("RGB"), which FusedImageProcessor would apply). Other images are left to
+    FusedImageProcessor, whose conversion without alpha is the same."""
+    from PIL import Image
+
+    if not isinstance(image, Image.Image):
+        return image
+    keyed = image.info.get("transparency") is not None
+    if image.mode != "RGB" and ("A" in image.getbands() or keyed):
+        image = image.convert("RGB")
+    elif image.mode == "RGB" and keyed:
+        image = image.copy()  # the caller's image keeps its info
+    else:
+        return image
+    image.info.pop("transparency", None)
+    return image
+
+
+def _array_with_alpha(image: Any) -> bool:
+    """Whether an array or tensor may carry alpha (2 or 4 channels, first or last), which transformers before
+    5.21 passes on unconverted: such calls go to upstream."""
+    if not isinstance(image, np.ndarray | torch.Tensor) or image.ndim not in (3, 4):
+        return False
+    return image.shape[-1] in (2, 4) or image.shape[-3] in (2, 4)
+
+
+def _nested_map(images: Any, function: Callable[[Any], Any]) -> Any:
+    """`function` on every image of a call, keeping its nesting (one image, a list, a list of lists)."""
+    if isinstance(images, list | tuple):
+        return type(images)(_nested_map(item, function) for item in images)
+    return function(images)
 
 
 def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:

@@ -168,16 +168,17 @@ def serve_images(model_config: object, processor: object) -> None:
         return  # served when vLLM first built this processor
     architectures = list(getattr(model_config, "architectures", None) or [])
     said = [
-        _stand_in(processor, "image_processor", f"images for {architectures}", FusedHFImageProcessor, unsupported),
-        _stand_in(processor, "video_processor", "videos", FusedHFVideoProcessor, unsupported_video),
+        stand_in(processor, "image_processor", f"images for {architectures}", FusedHFImageProcessor, unsupported),
+        stand_in(processor, "video_processor", "videos", FusedHFVideoProcessor, unsupported_video),
     ]
     key = (getattr(model_config, "model", None), type(images).__name__, type(videos).__name__)
     _say_once(key, "fused_input_norm: %s", "; ".join(s for s in said if s))
 
 
-def _stand_in(processor: object, attribute: str, what: str, adapter: type, why_not) -> str | None:
+def stand_in(processor: object, attribute: str, what: str, adapter: type, why_not, log=logger) -> str | None:
     """Puts `adapter` (FusedHFImageProcessor or FusedHFVideoProcessor) around `processor.<attribute>` where
-    `why_not` finds no reason against it; says which processor serves `what` (None: the processor has none)."""
+    `why_not` finds no reason against it; says which processor serves `what` (None: the processor has none).
+    `log`: the host's logger, where the adapter says why a call goes to transformers (the SGLang plugin's too)."""
     upstream = getattr(processor, attribute, None)
     if upstream is None:
         return None
@@ -185,7 +186,7 @@ def _stand_in(processor: object, attribute: str, what: str, adapter: type, why_n
     reason = why_not(upstream)
     if reason is None:
         try:
-            setattr(processor, attribute, adapter(upstream, logger))
+            setattr(processor, attribute, adapter(upstream, log))
         except Exception as e:  # never an error in vLLM's path: transformers' keeps serving
             reason = str(e)
     if reason is not None:
