@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_vllm_families import HAS_VLLM, MODELS, RUN, assert_same_tensors, outputs, written_sides
-from test_vllm_processor import photo
+from test_vllm_processor import class_name, photo
 
 pytestmark = pytest.mark.skipif(
     not HAS_VLLM, reason="needs vllm: `bash scripts/test_vllm.sh` installs vllm 0.34.0 in .venv-vllm and runs this file"
@@ -57,7 +57,7 @@ def worker(root: str, out_path: str) -> None:
         path = os.path.join(root, model)
         config = ModelConfig(model=path, tokenizer=path, dtype="float32", seed=0)
         processor = MULTIMODAL_REGISTRY.create_processor(config)
-        results[model + "-class"] = type(processor.info.get_hf_processor().image_processor).__name__
+        results[model + "-class"] = class_name(processor.info.get_hf_processor().image_processor)
         for i, kwargs in enumerate(CASES[model]):
             images = processor.info.parse_mm_data({"image": [photo(480, 640, i)]})
             start = time.perf_counter()
@@ -80,7 +80,8 @@ def test_hostile_kwargs_have_stock_outcome_in_vllm(request, model):
     if model not in MODELS_RUN:
         pytest.skip(f"{model}'s processor is not built here (see tests/test_vllm_families.py)")
     on, off = request.getfixturevalue("sides")
-    assert on[model + "-class"] == "FusedHFImageProcessor" and off[model + "-class"] != "FusedHFImageProcessor"
+    adapter = "fused_input_norm.hf_adapter.FusedHFImageProcessor"
+    assert on[model + "-class"] == adapter and off[model + "-class"] != adapter
     for i, kwargs in enumerate(CASES[model]):
         got, expected = on[f"{model}-{i}"], off[f"{model}-{i}"]
         print(
