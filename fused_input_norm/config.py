@@ -433,7 +433,6 @@ def _resolve_framewise(config: Mapping, kind: str, where: str) -> VideoSettings:
     (frames.kind "clip"). Their own frame sampling (InternVL's initial_shift) is not reproduced: the adapter
     has upstream sample, and a direct call with do_sample_frames is refused."""
     get = _getter(config, kind, where, VIDEO_DEFAULTS)
-    fps, num_frames = _sampling(get, where)
     size = get("size")
     if is_int(size):  # get_size_dict: a square, or a shortest edge where default_to_square is off
         size = {"height": size, "width": size} if get("default_to_square") else {"shortest_edge": size}
@@ -442,19 +441,7 @@ def _resolve_framewise(config: Mapping, kind: str, where: str) -> VideoSettings:
     image = {key: get(key) for key in COMMON_KEYS}
     image |= {"image_processor_type": "CLIPImageProcessor", "size": size}
     image |= {"do_center_crop": get("do_center_crop"), "crop_size": get("crop_size")}
-    frames = resolve({key: value for key, value in image.items() if value is not None}, where)
-    return VideoSettings(
-        kind=kind,
-        do_resize=frames.do_resize,
-        size=frames.size,
-        resample=frames.resample,
-        do_convert_rgb=frames.do_convert_rgb,
-        do_sample_frames=get("do_sample_frames"),
-        fps=fps,
-        num_frames=num_frames,
-        normalization=frames.normalization,
-        frames=frames,
-    )
+    return _frames_as_images(kind, image, get, where)
 
 
 def _resolve_smolvlm(config: Mapping, where: str) -> VideoSettings:
@@ -466,7 +453,6 @@ def _resolve_smolvlm(config: Mapping, where: str) -> VideoSettings:
     for key in ("do_resize", "do_pad"):  # off: frames of their own sizes, or a list of tensors
         if not get(key):
             raise ValueError(f"{where}: {key} off is not implemented for SmolVLMVideoProcessor")
-    fps, num_frames = _sampling(get, where)
     size = get("size")
     if isinstance(size, Mapping) and is_int(size.get("longest_edge")):
         # The video's size function bounds the longest edge to 4096 first, where the image's bounds its result;
@@ -474,10 +460,17 @@ def _resolve_smolvlm(config: Mapping, where: str) -> VideoSettings:
         size = {"longest_edge": min(size["longest_edge"], idefics3.MAX_IMAGE_SIZE)}
     image = {key: config.get(key) for key in (*COMMON_KEYS, "max_image_size")}
     image |= {"image_processor_type": "SmolVLMImageProcessor", "size": size, "do_image_splitting": False}
+    return _frames_as_images("smolvlm", image, get, where)
+
+
+def _frames_as_images(kind: str, image: Mapping, get, where: str) -> VideoSettings:
+    """A video processor whose frames are planned as images of the image config `image` (None values left to
+    its family's defaults); its own sampling keys read with `get`."""
+    fps, num_frames = _sampling(get, where)
     frames = resolve({key: value for key, value in image.items() if value is not None}, where)
     return VideoSettings(
-        kind="smolvlm",
-        do_resize=True,
+        kind=kind,
+        do_resize=frames.do_resize,
         size=frames.size,
         resample=frames.resample,
         do_convert_rgb=frames.do_convert_rgb,
