@@ -483,7 +483,8 @@ class FusedHFVideoProcessor(_Adapter):
         padded = rest.pop("do_pad", None)
         if smolvlm and padded is False:
             return "do_pad is off (SmolVLM's videos are served padded)"
-        if not smolvlm and padded not in (None, False):
+        # (BaseVideoProcessor's _preprocess, LLaVA-OV's and InternVL's, reads no do_pad: their processors pass it)
+        if not smolvlm and kind not in configs.FRAMEWISE_VIDEO_KINDS and padded not in (None, False):
             return "do_pad is set"
         for key in ("do_center_crop", "crop_size", "pad_size"):
             if rest.pop(key, None) not in (None, False):

@@ -68,13 +68,18 @@ _COMMON_KEYS = {
 _GLM_IGNORED = {"max_duration", "max_image_size"}
 # SmolVLM's call takes max_image_size and changes nothing with it: its resize reads the instance's.
 _SMOLVLM_IGNORED = {"max_image_size"}
+# LLaVA-OV's and InternVL's calls take do_pad (their processors pass the image's on) and change nothing with it:
+# BaseVideoProcessor's _preprocess reads none.
+_FRAMEWISE_IGNORED = {"do_pad"}
 CALL_KEYS = {
     "qwen2_vl": _COMMON_KEYS | {"min_pixels", "max_pixels"},
     "qwen3_vl": _COMMON_KEYS,
     "glm4v": _COMMON_KEYS - {"min_frames", "max_frames", "cap_pixels_per_frame", "max_video_tokens"} | _GLM_IGNORED,
     "smolvlm": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_pad"} | _SMOLVLM_IGNORED,
-    "llava_onevision": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"},
-    "internvl": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"},
+    "llava_onevision": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"}
+    | _FRAMEWISE_IGNORED,
+    "internvl": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"}
+    | _FRAMEWISE_IGNORED,
 }
 # Keys whose explicit None in a call means None (transformers keeps a passed None; a config's null is the default).
 _NONE_KEYS = ("fps", "num_frames", "cap_pixels_per_frame")
@@ -265,7 +270,11 @@ class FusedVideoProcessor:
             merged.pop("min_pixels", None)
             merged.pop("max_pixels", None)
             merged["size"] = overrides.get("size") or dict(self.settings.size)
-        ignored = {"glm4v": _GLM_IGNORED, "smolvlm": _SMOLVLM_IGNORED}.get(kind, set())
+        ignored = {
+            "glm4v": _GLM_IGNORED,
+            "smolvlm": _SMOLVLM_IGNORED,
+            **dict.fromkeys(configs.FRAMEWISE_VIDEO_KINDS, _FRAMEWISE_IGNORED),
+        }.get(kind, set())
         merged.update({k: v for k, v in overrides.items() if k != "size" and k not in ignored and v is not None})
         settings = configs.resolve_video(merged, _WHERE)
         nones = {k: None if k != "cap_pixels_per_frame" else False for k in _NONE_KEYS if k in overrides}

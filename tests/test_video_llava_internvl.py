@@ -89,6 +89,8 @@ def calls() -> dict:
         "size-per-call": ([clip(2, "chelsea", 88, 130)], {"size": {"height": 64, "width": 96}, "resample": 2}),
         "shortest-edge": ([chw(clip(3, height=50, width=81))], {"size": {"shortest_edge": 40}}),
         "mean-std-per-call": ([clip(2)], {"image_mean": [0.1, 0.2, 0.3], "image_std": [0.3, 0.2, 0.1]}),
+        # LlavaOnevisionProcessor passes its image do_pad on to the videos, which no step reads
+        "do-pad-read-by-no-step": ([clip(2)], {"do_pad": True}),
     }
 
 
