@@ -199,13 +199,20 @@ VIDEO_TYPES = {
     "Qwen3VLVideoProcessor": "qwen3_vl",
     "Glm4vVideoProcessor": "glm4v",
     "SmolVLMVideoProcessor": "smolvlm",
+    "LlavaOnevisionVideoProcessor": "llava_onevision",
+    "InternVLVideoProcessor": "internvl",
 }
+# The video kinds whose _preprocess is BaseVideoProcessor's: each frame resized (and center-cropped) as CLIP's
+# image processor does an image, rescaled and normalized; one [T, C, h, w] per video.
+FRAMEWISE_VIDEO_KINDS = ("llava_onevision", "internvl")
 VIDEO_PROCESSOR_CLASSES = {
     "Qwen2VLProcessor": "qwen2_vl",
     "Qwen2_5_VLProcessor": "qwen2_vl",
     "Qwen3VLProcessor": "qwen3_vl",
     "Glm4vProcessor": "glm4v",
     "SmolVLMProcessor": "smolvlm",
+    "LlavaOnevisionProcessor": "llava_onevision",
+    "InternVLProcessor": "internvl",
 }
 _VIDEO_COMMON = {
     **NORMALIZE_DEFAULTS,
@@ -261,7 +268,25 @@ VIDEO_DEFAULTS = {
         "fps": None,
         "num_frames": None,
     },
+    # LlavaOnevisionVideoProcessor's class attributes (BaseVideoProcessor's where it sets none).
+    "llava_onevision": {
+        **NORMALIZE_DEFAULTS,
+        "image_mean": CLIP_MEAN,
+        "image_std": CLIP_STD,
+        "size": {"height": 384, "width": 384},
+        "do_resize": True,
+        "resample": 3,
+        "do_convert_rgb": True,
+        "do_center_crop": False,
+        "crop_size": None,
+        "default_to_square": False,
+        "do_sample_frames": False,
+        "fps": None,
+        "num_frames": None,
+    },
 }
+# InternVLVideoProcessor's: LLaVA-OneVision's but BaseVideoProcessor's default_to_square (an int size is a square).
+VIDEO_DEFAULTS["internvl"] = {**VIDEO_DEFAULTS["llava_onevision"], "default_to_square": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,6 +368,8 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
         raise ValueError(f"{where}: unsupported video processor {got!r}; supported: {supported}")
     if kind == "smolvlm":
         return _resolve_smolvlm(config, where)
+    if kind in FRAMEWISE_VIDEO_KINDS:
+        return _resolve_framewise(config, kind, where)
     get = _getter(config, kind, where, VIDEO_DEFAULTS)
     if config.get("do_pad"):
         raise ValueError(f"{where}: do_pad is not implemented (the Qwen-VL video processors do not pad)")
@@ -400,6 +427,23 @@ def settle_video(config: Mapping, where: str) -> Mapping:
     return settled
 
 
+def _resolve_framewise(config: Mapping, kind: str, where: str) -> VideoSettings:
+    """LLaVA-OneVision's and InternVL's video processors (BaseVideoProcessor's _preprocess): every frame resized
+    to size and center-cropped as CLIP's image processor does an image; their frames are planned as CLIP images
+    (frames.kind "clip"). Their own frame sampling (InternVL's initial_shift) is not reproduced: the adapter
+    has upstream sample, and a direct call with do_sample_frames is refused."""
+    get = _getter(config, kind, where, VIDEO_DEFAULTS)
+    size = get("size")
+    if is_int(size):  # get_size_dict: a square, or a shortest edge where default_to_square is off
+        size = {"height": size, "width": size} if get("default_to_square") else {"shortest_edge": size}
+    if get("do_center_crop") and get("crop_size") is None:
+        raise ValueError(f"{where}: do_center_crop needs a crop_size (the config gives none)")
+    image = {key: get(key) for key in COMMON_KEYS}
+    image |= {"image_processor_type": "CLIPImageProcessor", "size": size}
+    image |= {"do_center_crop": get("do_center_crop"), "crop_size": get("crop_size")}
+    return _frames_as_images(kind, image, get, where)
+
+
 def _resolve_smolvlm(config: Mapping, where: str) -> VideoSettings:
     """SmolVLMVideoProcessor: every frame resized to size (its longest edge at most 4096) and then to the square
     max_image_size, as Idefics3's image processor does an image without splitting; the videos padded to the most
@@ -409,7 +453,6 @@ def _resolve_smolvlm(config: Mapping, where: str) -> VideoSettings:
     for key in ("do_resize", "do_pad"):  # off: frames of their own sizes, or a list of tensors
         if not get(key):
             raise ValueError(f"{where}: {key} off is not implemented for SmolVLMVideoProcessor")
-    fps, num_frames = _sampling(get, where)
     size = get("size")
     if isinstance(size, Mapping) and is_int(size.get("longest_edge")):
         # The video's size function bounds the longest edge to 4096 first, where the image's bounds its result;
@@ -417,10 +460,17 @@ def _resolve_smolvlm(config: Mapping, where: str) -> VideoSettings:
         size = {"longest_edge": min(size["longest_edge"], idefics3.MAX_IMAGE_SIZE)}
     image = {key: config.get(key) for key in (*COMMON_KEYS, "max_image_size")}
     image |= {"image_processor_type": "SmolVLMImageProcessor", "size": size, "do_image_splitting": False}
+    return _frames_as_images("smolvlm", image, get, where)
+
+
+def _frames_as_images(kind: str, image: Mapping, get, where: str) -> VideoSettings:
+    """A video processor whose frames are planned as images of the image config `image` (None values left to
+    its family's defaults); its own sampling keys read with `get`."""
+    fps, num_frames = _sampling(get, where)
     frames = resolve({key: value for key, value in image.items() if value is not None}, where)
     return VideoSettings(
-        kind="smolvlm",
-        do_resize=True,
+        kind=kind,
+        do_resize=frames.do_resize,
         size=frames.size,
         resample=frames.resample,
         do_convert_rgb=frames.do_convert_rgb,

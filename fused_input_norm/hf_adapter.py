@@ -269,11 +269,8 @@ class FusedHFImageProcessor(_Adapter):
         if any(not _is_image(image) for image in flat):
             return "an image that is not a PIL image, an array or a tensor (nested lists, URLs, paths)"
         family = families.FAMILIES[configs.kind_of({"image_processor_type": type(self.upstream).__name__})]
-        if getattr(family, "SINGLE_IMAGE_GROUPS", False) and _image_count(flat) > _samples(images):
-            return (
-                "several images in one sample (a nested group, or a 4-D batch), which its processor treats "
-                "otherwise than single images"
-            )
+        if hasattr(family, "samples") and sum(family.samples(images, "")) != _image_count(flat):
+            return "4-D batches, which its processor counts as one image each"
         unknown = set(kwargs) - set(self.upstream._valid_kwargs_names) - {"return_tensors", "device"}
         if unknown:
             return f"kwargs {sorted(unknown)} that the processor does not declare"
@@ -290,6 +287,13 @@ class FusedHFImageProcessor(_Adapter):
         cleared = sorted(k for k, v in config.items() if v is None and getattr(self.upstream, k, None) is not None)
         if cleared:
             return f"kwargs {cleared} resolved to None (upstream's own answer: it refuses or fills them)"
+        if hasattr(family, "samples") and max(family.samples(images, "")) > 1:
+            # a multi-image sample is padded with the instance's image_mean, whatever the call's
+            own = getattr(self.upstream, "image_mean", None)
+            if config["image_mean"] != (list(own) if isinstance(own, tuple) else own):
+                return "a multi-image sample with a call's image_mean (its padding reads the processor's own)"
+            if not config["do_resize"]:
+                return "a multi-image sample without do_resize (its squares come out in different sizes)"
         if config["do_rescale"] != config["do_normalize"]:
             return "do_rescale and do_normalize differ (both on, float32, or both off, uint8, are served)"
         raw = not config["do_rescale"]  # transformers then returns the resized bytes
@@ -358,16 +362,6 @@ def _flat(images: Any) -> list:
     if images and all(isinstance(group, list | tuple) for group in images):
         return [image for group in images for image in group]
     return list(images)
-
-
-def _samples(images: Any) -> int:
-    """How many samples a multi-image processor counts in a call (LLaVA-OneVision's batch_num_images): one per
-    non-empty group of a nested call, one per item of a list, one for anything else."""
-    if not isinstance(images, list | tuple):
-        return 1
-    if images and all(isinstance(group, list | tuple) for group in images):
-        return sum(1 for group in images if group)
-    return len(images)
 
 
 def _image_count(flat: list) -> int:
@@ -483,8 +477,8 @@ def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:
 # ----- videos -----
 # The keys a Qwen-VL video processor's _preprocess receives that FusedVideoProcessor computes from; frame
 # sampling (fps, num_frames, min_frames, max_frames, GLM-4V's max_duration) is done by then, by upstream
-# itself. (GLM-4V's max_image_size is read by no step.)
-_VIDEO_SAMPLED = {"fps", "num_frames", "min_frames", "max_frames", "max_duration", "max_image_size"}
+# itself. (GLM-4V's max_image_size is read by no step; InternVL's initial_shift is read by its sampling only.)
+_VIDEO_SAMPLED = {"fps", "num_frames", "min_frames", "max_frames", "max_duration", "max_image_size", "initial_shift"}
 _VIDEO_KEYS = sorted(video.CALL_KEYS["qwen3_vl"] - _VIDEO_SAMPLED - {"do_sample_frames", "do_convert_rgb"})
 
 
@@ -492,7 +486,7 @@ def unsupported_video(upstream: object) -> str | None:
     """Why FusedHFVideoProcessor cannot stand in for the video processor `upstream`; None when it can."""
     name = type(upstream).__name__
     if configs.video_kind_of({"video_processor_type": name}) is None:
-        return f"{name} is not a Qwen-VL, GLM-4V or SmolVLM video processor"
+        return f"{name} is not a Qwen-VL, GLM-4V, SmolVLM, LLaVA-OneVision or InternVL video processor"
     for method in ("preprocess", "_preprocess", "to_dict"):
         if not callable(getattr(upstream, method, None)):
             return f"{name} has no {method}"
@@ -506,8 +500,9 @@ def _video_config(upstream: Any) -> dict:
 
 
 class FusedHFVideoProcessor(_Adapter):
-    """A transformers Qwen-VL, GLM-4V or SmolVLM2 video processor whose per-frame work (resize, normalize, the
-    patch rows or SmolVLM's padded frames) FusedVideoProcessor computes:
+    """A transformers Qwen-VL, GLM-4V, SmolVLM2, LLaVA-OneVision or InternVL video processor whose per-frame work
+    (resize, normalize, the patch rows, SmolVLM's padded frames, the others' [T, C, h, w] videos)
+    FusedVideoProcessor computes:
     upstream's own `preprocess` runs (its kwarg checks, frame sampling, metadata, return_metadata) with this
     object as `self`, so only its `_preprocess` (the per-frame work) is replaced; a call that step does not
     reproduce goes to upstream's `_preprocess`, with one log line per reason. Every other attribute is
@@ -574,11 +569,13 @@ class FusedHFVideoProcessor(_Adapter):
         return_tensors = rest.pop("return_tensors", None)
         if return_tensors not in (None, "pt"):
             return f"return_tensors={return_tensors!r} (only 'pt' is served)"
-        smolvlm = configs.video_kind_of({"video_processor_type": type(self.upstream).__name__}) == "smolvlm"
+        kind = configs.video_kind_of({"video_processor_type": type(self.upstream).__name__})
+        smolvlm = kind == "smolvlm"
         padded = rest.pop("do_pad", None)
         if smolvlm and padded is False:
             return "do_pad is off (SmolVLM's videos are served padded)"
-        if not smolvlm and padded not in (None, False):
+        # (BaseVideoProcessor's _preprocess, LLaVA-OV's and InternVL's, reads no do_pad: their processors pass it)
+        if not smolvlm and kind not in configs.FRAMEWISE_VIDEO_KINDS and padded not in (None, False):
             return "do_pad is set"
         for key in ("do_center_crop", "crop_size", "pad_size"):
             if rest.pop(key, None) not in (None, False):
@@ -596,7 +593,8 @@ class FusedHFVideoProcessor(_Adapter):
             )
         except (TypeError, ValueError) as e:
             return str(e)
-        if smolvlm and return_tensors is None:  # its unstacked output: a list of padded videos, one of masks
+        if (smolvlm or kind in configs.FRAMEWISE_VIDEO_KINDS) and return_tensors is None:
+            # their unstacked output: a list of (padded) videos (and SmolVLM's of masks)
             out = {key: list(value) for key, value in out.items()}
         from transformers import BatchFeature
 

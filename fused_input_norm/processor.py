@@ -142,7 +142,8 @@ class FusedImageProcessor:
             check_strided(_WHERE, "images", images)
         items = intake.as_list(images, _WHERE)
         family = families.FAMILIES[s.kind]
-        samples = intake.samples(images, _WHERE) if getattr(family, "BY_SAMPLE", False) else None
+        count_samples = getattr(family, "samples", intake.samples)  # how its processor counts samples
+        samples = count_samples(images, _WHERE) if getattr(family, "BY_SAMPLE", False) else None
         for i, item in enumerate(items):
             if isinstance(item, torch.Tensor):
                 check_strided(_WHERE, image_name(i, len(items)), item)
@@ -174,6 +175,9 @@ class FusedImageProcessor:
         # pages are not faulted in again on every call, and it returns to the pool when the call ends.
         for stage in plan.stages:
             source = pixels(stage.image)
+            if stage.pad:
+                stages.append(_on_canvas(source, stage, self.device))
+                continue
             scratch = output_pool.empty((source.shape[0], *stage.size), torch.uint8, self.device)
             self._resize(scratch[None], source, stage.box, byte_weight, byte_bias, stage.size, (0, 0, *stage.size))
             stages.append(scratch)
@@ -207,6 +211,27 @@ class FusedImageProcessor:
         resize_into(
             dest, pixels[None], weight, bias, size, crop, s.resample, self.reference, self._plans, patches, pad=pad
         )
+
+
+def _on_canvas(source: torch.Tensor, stage, device: torch.device) -> torch.Tensor:
+    """A stage with a canvas: the box of the uint8 [C, H, W] source, unresized, on a canvas of one byte per
+    channel (transformers pads such bytes before it resizes: LLaVA-OneVision's pad_to_square)."""
+    canvas_h, canvas_w, top, left, fills = stage.pad
+    if stage.box is not None:
+        box_top, box_left, height, width = stage.box
+        source = source[:, box_top : box_top + height, box_left : box_left + width]
+    if tuple(source.shape[-2:]) != tuple(stage.size):
+        raise ValueError(f"{_WHERE}: a stage on a canvas is not resized (size {stage.size}, box {source.shape[-2:]})")
+    if len(fills) != source.shape[0]:
+        raise ValueError(
+            f"{_WHERE}: the padding color has {len(fills)} values for {source.shape[0]} channels (image_mean must "
+            f"give one per channel)"
+        )
+    canvas = output_pool.empty((source.shape[0], canvas_h, canvas_w), torch.uint8, device)
+    for channel, fill in enumerate(fills):
+        canvas[channel].fill_(fill)
+    canvas[:, top : top + stage.size[0], left : left + stage.size[1]].copy_(source)
+    return canvas
 
 
 def _stepwise(n: configs.Normalization, dtype: torch.dtype) -> tuple[FusedInputNorm, list[torch.Tensor], list[float]]:

@@ -68,11 +68,18 @@ _COMMON_KEYS = {
 _GLM_IGNORED = {"max_duration", "max_image_size"}
 # SmolVLM's call takes max_image_size and changes nothing with it: its resize reads the instance's.
 _SMOLVLM_IGNORED = {"max_image_size"}
+# LLaVA-OV's and InternVL's calls take do_pad (their processors pass the image's on) and change nothing with it:
+# BaseVideoProcessor's _preprocess reads none.
+_FRAMEWISE_IGNORED = {"do_pad"}
 CALL_KEYS = {
     "qwen2_vl": _COMMON_KEYS | {"min_pixels", "max_pixels"},
     "qwen3_vl": _COMMON_KEYS,
     "glm4v": _COMMON_KEYS - {"min_frames", "max_frames", "cap_pixels_per_frame", "max_video_tokens"} | _GLM_IGNORED,
     "smolvlm": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_pad"} | _SMOLVLM_IGNORED,
+    "llava_onevision": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"}
+    | _FRAMEWISE_IGNORED,
+    "internvl": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"}
+    | _FRAMEWISE_IGNORED,
 }
 # Keys whose explicit None in a call means None (transformers keeps a passed None; a config's null is the default).
 _NONE_KEYS = ("fps", "num_frames", "cap_pixels_per_frame")
@@ -228,11 +235,17 @@ class FusedVideoProcessor:
         return {"pixel_values_videos": out, "video_grid_thw": grid}
 
     def _run_frames(self, clips: list[_Clip], settings: VideoSettings, visual_dtype: torch.dtype) -> dict:
-        """SmolVLM: each clip's frames as one sample of Idefics3 images, through FusedImageProcessor's core."""
+        """SmolVLM: each clip's frames as one sample of Idefics3 images, through FusedImageProcessor's core.
+        LLaVA-OneVision and InternVL: each clip's frames as CLIP images, one call per clip."""
         if self._frames is None or self._frames.settings != settings.frames:
             self._frames = FusedImageProcessor(
                 settings.frames, _norm(settings, self.device), self.device, self.reference
             )
+        if settings.kind in configs.FRAMEWISE_VIDEO_KINDS:
+            # (their sampling is refused: every clip's frames are all its frames, a [T, C, H, W] batch of images)
+            videos = [self._frames(clip.frames, visual_dtype)["pixel_values"] for clip in clips]
+            same = len({video.shape for video in videos}) == 1
+            return {"pixel_values_videos": torch.stack(videos) if same else videos}
         out = self._frames([[clip.frames[i] for i in clip.indices] for clip in clips], visual_dtype)
         # The image processor's mask zeroes padded slots; transformers' video mask marks padded pixels only, and
         # its padded frames (whole frames of zeros) are all tile-sized, so its mask is all ones.
@@ -257,7 +270,11 @@ class FusedVideoProcessor:
             merged.pop("min_pixels", None)
             merged.pop("max_pixels", None)
             merged["size"] = overrides.get("size") or dict(self.settings.size)
-        ignored = {"glm4v": _GLM_IGNORED, "smolvlm": _SMOLVLM_IGNORED}.get(kind, set())
+        ignored = {
+            "glm4v": _GLM_IGNORED,
+            "smolvlm": _SMOLVLM_IGNORED,
+            **dict.fromkeys(configs.FRAMEWISE_VIDEO_KINDS, _FRAMEWISE_IGNORED),
+        }.get(kind, set())
         merged.update({k: v for k, v in overrides.items() if k != "size" and k not in ignored and v is not None})
         settings = configs.resolve_video(merged, _WHERE)
         nones = {k: None if k != "cap_pixels_per_frame" else False for k in _NONE_KEYS if k in overrides}
@@ -317,6 +334,11 @@ class FusedVideoProcessor:
         """The frame indices transformers' sample_frames picks (Qwen2VLVideoProcessor's, Qwen3VL's or
         Glm4v's or SmolVLM's). `duration`: the video's metadata's, in seconds (GLM-4V's and SmolVLM's
         sampling read it)."""
+        if s.kind in configs.FRAMEWISE_VIDEO_KINDS:
+            raise ValueError(
+                f"{_WHERE}: {name}: {s.kind}'s frame sampling is not implemented: sample the frames first (its "
+                f"transformers class does, before the frames reach the step reproduced here), or do_sample_frames=False"
+            )
         if s.kind == "smolvlm":
             # A call's None fps or num_frames is the config's (its sample_frames falls back to self.*).
             num_frames = s.num_frames if s.num_frames is not None else self.settings.num_frames

@@ -46,6 +46,11 @@ UPSTREAM_CLASS = "FusedMMInputNorm"
 
 PROCESSOR_SWITCH = "FUSED_INPUT_NORM_VLLM_PROCESSOR"
 CONTEXT_MODULE = "vllm.multimodal.processing.context"
+# Where vLLM builds a video processor on its own (InternVL-hf's and Intern-S1's processing info replaces the
+# processor's video_processor with this function's on every get_hf_processor), and the model modules that
+# import it by name (wrapped there too where vLLM imported them before the plugin loaded).
+VIDEO_PROCESSOR_MODULE = "vllm.transformers_utils.processor"
+VIDEO_PROCESSOR_USERS = ("vllm.model_executor.models.interns1",)
 
 
 def register() -> None:
@@ -89,8 +94,58 @@ def register_image_processor() -> None:
 
     cached_processor_from_config.fused_input_norm_wrapped = original
     context.cached_processor_from_config = cached_processor_from_config
+    register_video_processor()
     raise_pillow_block_size()
     keep_freed_pillow_blocks()
+
+
+def register_video_processor() -> None:
+    """Wraps vLLM's cached_video_processor_from_config (in its module, and in the model modules already holding
+    it by name) so that a video processor FusedVideoProcessor reproduces comes back as a FusedHFVideoProcessor:
+    InternVL-hf's and Intern-S1's processing info puts that function's processor in place of the one
+    cached_processor_from_config's processor held."""
+    import sys
+
+    try:
+        source = importlib.import_module(VIDEO_PROCESSOR_MODULE)
+        original = source.cached_video_processor_from_config
+    except (ImportError, AttributeError) as e:
+        logger.info("fused_input_norm: vLLM's own video processors stay transformers' (%s)", e)
+        return
+    if getattr(original, "fused_input_norm_wrapped", None) is not None:
+        return
+    adapters: dict[int, tuple] = {}  # id(upstream) -> (upstream, its adapter): one adapter per processor
+
+    @functools.wraps(original)
+    def cached_video_processor_from_config(model_config, *args, **kwargs):
+        upstream = original(model_config, *args, **kwargs)
+        entry = adapters.get(id(upstream))
+        if entry is not None and entry[0] is upstream:
+            return entry[1]
+        name = type(upstream).__name__
+        reason = unsupported_video(upstream)
+        if reason is None:
+            try:
+                entry = (upstream, FusedHFVideoProcessor(upstream, logger))
+            except Exception as e:  # never an error in vLLM's path: transformers' keeps serving
+                reason = str(e)
+        if reason is not None:
+            _say_once(("video", name), "fused_input_norm: transformers' %s serves videos: %s", name, reason)
+            return upstream
+        _say_once(
+            ("video", name), "fused_input_norm: FusedVideoProcessor serves videos in place of transformers' %s", name
+        )
+        if len(adapters) >= 16:  # vLLM's cache of video processors is bounded; so is this
+            adapters.pop(next(iter(adapters)))
+        adapters[id(upstream)] = entry
+        return entry[1]
+
+    cached_video_processor_from_config.fused_input_norm_wrapped = original
+    source.cached_video_processor_from_config = cached_video_processor_from_config
+    for name in VIDEO_PROCESSOR_USERS:
+        module = sys.modules.get(name)
+        if getattr(module, "cached_video_processor_from_config", None) is original:
+            module.cached_video_processor_from_config = cached_video_processor_from_config
 
 
 # Pillow keeps an image larger than its block size (16 MiB by default: a 4 MP photo, RGB being stored as 4

@@ -360,7 +360,7 @@ def plugin_modules() -> dict[str, str]:
 def _medium(name: str | None, video: bool, model: Mapping, served_in_place: Mapping[str, str]) -> tuple[str, str]:
     """(what serves it, why not) for one modality's processor `name` as CHECKPOINTS writes it, in the model
     read_model read."""
-    from fused_input_norm import config, families
+    from fused_input_norm import config
 
     if name is None:
         return "unknown", "no processor class in the table"
@@ -385,8 +385,6 @@ def _medium(name: str | None, video: bool, model: Mapping, served_in_place: Mapp
         return wrapped[0], ""
     if model["hook"] is False:
         return "transformers", f"{cls} ({family}) but vLLM builds its processor outside cached_processor_from_config"
-    if not video and getattr(families.FAMILIES.get(family), "SINGLE_IMAGE_GROUPS", False):
-        return family, "samples of several images are handed back to transformers"
     return family, ""
 
 

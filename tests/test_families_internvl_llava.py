@@ -328,18 +328,111 @@ def test_llava_adapter_on_each_photo_equals_transformers(monkeypatch, name, uint
         assert_same(got, expected, f"llava {name} {backend} do_pad={do_pad}")
 
 
+def multi_image_calls(backend: str) -> dict[str, list]:
+    """Calls holding multi-image samples (nested lists): 2 and 3 images of mixed sizes (wide, tall, tiny,
+    square: no padding), beside one-image samples that are tiled, and empty samples (a text-only one)."""
+    p = {name: as_input(backend, hwc) for name, hwc in llava_photos().items()}
+    gray = Image.fromarray(photo("camera")[::3, ::2].copy()) if backend == "pil" else None
+    calls = {
+        "two": [[p["wide-coffee"], p["tall-rocket"]]],
+        "three-mixed": [[p["tiny"], p["tile-384"], p["tiles-384x768"]]],
+        "with-singles": [[p["wide-coffee"], p["tiny"]], [p["tall-rocket"]], [], [p["tile-384"], p["tiles-384x768"]]],
+        "batch-of-pairs": [[p["tiny"], p["wide-coffee"]], [p["tall-rocket"], p["tiny"]]],
+    }
+    if gray is not None:  # a gray PIL image, converted to RGB before it is padded
+        calls["gray"] = [[gray, p["tiny"]]]
+    return calls
+
+
+# (config of the wrapped class, call kwargs) for multi-image samples: the checkpoint's mean (a padding byte of
+# 127), the class's CLIP mean (122, 116, 104), the resized bytes, per-call resample, size and do_pad.
+LLAVA_MULTI_CASES = {
+    "checkpoint": (LLAVA_OV_HF, {}),
+    "checkpoint-uint8": (LLAVA_OV_HF, {"do_rescale": False, "do_normalize": False}),
+    "class-defaults": ({}, {}),
+    "class-defaults-uint8": ({}, {"do_rescale": False, "do_normalize": False}),
+    "bilinear-per-call": (LLAVA_OV_HF, {"resample": 2}),
+    "tile-192-per-call": (
+        LLAVA_OV_HF,
+        {
+            "size": {"height": 192, "width": 192},
+            "image_grid_pinpoints": [[192 * r, 192 * c] for r in (1, 2) for c in (1, 2)],
+        },
+    ),
+    "std-per-call": (LLAVA_OV_HF, {"image_std": [0.2, 0.3, 0.4]}),
+}
+
+
 @pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
-def test_llava_nested_single_images_are_served_and_multi_image_groups_go_to_transformers(monkeypatch, backend):
+@pytest.mark.parametrize("case", list(LLAVA_MULTI_CASES))
+def test_llava_multi_image_samples_are_served_as_transformers(monkeypatch, case, backend):
+    """Each image of a multi-image sample: padded to a square of the mean color, resized to one tile, one slot
+    (padded with zero slots to the call's most tiles); strict: a call handed back fails."""
+    config, kwargs = LLAVA_MULTI_CASES[case]
+    ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**config))
+    forbid_upstream(monkeypatch, ours)
+    for name, call in multi_image_calls(backend).items():
+        expected = LLAVA_BACKENDS[backend](**config)(call, return_tensors="pt", **kwargs)
+        assert_same(ours(call, return_tensors="pt", **kwargs), expected, f"llava multi {name} {case} {backend}")
+        # with return_tensors unset: transformers' lists
+        expected = LLAVA_BACKENDS[backend](**config)(call, **kwargs)
+        got = ours(call, **kwargs)
+        assert set(got) == set(expected)
+        for key in expected:
+            assert type(got[key]) is type(expected[key]), (key, type(got[key]), type(expected[key]))
+        assert got["image_sizes"] == expected["image_sizes"] and got["batch_num_images"] == expected["batch_num_images"]
+        for have, want in zip(got["pixel_values"], expected["pixel_values"], strict=True):
+            have, want = torch.as_tensor(have), torch.as_tensor(want)
+            assert have.shape == want.shape and have.dtype == want.dtype, (name, have.shape, want.shape)
+            assert (have.double() - want.double()).abs().max() <= (1e-6 if want.is_floating_point() else 0), name
+
+
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+def test_llava_multi_image_samples_without_do_pad_are_served_when_they_stack(monkeypatch, backend):
+    """Every image in a multi-image sample: one slot each, so do_pad off stacks as on."""
+    call = multi_image_calls(backend)["batch-of-pairs"]
+    ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**LLAVA_OV_HF))
+    forbid_upstream(monkeypatch, ours)
+    expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(call, return_tensors="pt", do_pad=False)
+    assert_same(ours(call, return_tensors="pt", do_pad=False), expected, f"llava multi no pad {backend}")
+
+
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+def test_llava_from_preprocessor_config_serves_multi_image_samples(backend):
+    """FusedImageProcessor itself, from the checkpoint's config, on a nested call: transformers' values."""
+    config = {**LLAVA_OV_HF, "image_processor_type": "LlavaOnevisionImageProcessor"}
+    ours = FusedImageProcessor.from_preprocessor_config(config, device="cpu", reference=backend)
+    call = multi_image_calls("torchvision")["with-singles"]
+    images = [[x if backend == "torchvision" else Image.fromarray(x.permute(1, 2, 0).numpy()) for x in g] for g in call]
+    expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(images, return_tensors="pt")
+    got = ours(images)
+    torch.testing.assert_close(got["pixel_values"], expected["pixel_values"], rtol=0, atol=1e-6)
+    assert got["image_sizes"].tolist() == expected["image_sizes"].tolist()
+    assert got["batch_num_images"].tolist() == expected["batch_num_images"].tolist() == [2, 1, 2]
+
+
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+def test_llava_nested_single_images_are_served(monkeypatch, backend):
     hwcs = list(llava_photos().values())
     single = [[as_input(backend, hwcs[0])], [], [as_input(backend, hwcs[2])]]
     expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(single, return_tensors="pt")
     ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**LLAVA_OV_HF))
+    forbid_upstream(monkeypatch, ours)
     assert_same(ours(single, return_tensors="pt"), expected, f"llava nested singles {backend}")
-    assert not ours._logged
-    group = [[as_input(backend, hwcs[0]), as_input(backend, hwcs[2])], [as_input(backend, hwcs[1])]]
-    expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(group, return_tensors="pt")
-    assert_same(ours(group, return_tensors="pt"), expected, f"llava multi-image group {backend} (transformers)")
-    assert any("several images in one sample" in reason for reason in ours._logged)
+
+
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+def test_llava_multi_image_calls_it_does_not_reproduce_go_to_transformers(backend):
+    """A call's image_mean (the padding reads the instance's) and do_resize off (squares of several sizes)."""
+    call = multi_image_calls(backend)["two"]
+    ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**LLAVA_OV_HF))
+    expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(call, return_tensors="pt", image_mean=[0.1, 0.2, 0.3])
+    assert_same(ours(call, return_tensors="pt", image_mean=[0.1, 0.2, 0.3]), expected, "llava multi mean")
+    assert any("a call's image_mean" in reason for reason in ours._logged)
+    expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(call, do_resize=False)
+    got = ours(call, do_resize=False)
+    assert [np.asarray(v).shape for v in got["pixel_values"]] == [np.asarray(v).shape for v in expected["pixel_values"]]
+    assert any("without do_resize" in reason for reason in ours._logged)
 
 
 @pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
@@ -364,7 +457,7 @@ def test_llava_a_4d_batch_goes_to_transformers_which_fails_on_it(backend):
         LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(batch, return_tensors="pt")
     with pytest.raises(IndexError):
         ours(batch, return_tensors="pt")
-    assert any("several images in one sample" in reason for reason in ours._logged)
+    assert any("4-D batches" in reason for reason in ours._logged)
 
 
 @pytest.mark.parametrize("reference", list(LLAVA_BACKENDS))

@@ -63,6 +63,14 @@ MODELS = {
         "Glm4vImageProcessor",
     ),
     "llava_onevision": ("LlavaOnevisionForConditionalGeneration", "<image>", (None,), "LlavaOnevisionImageProcessor"),
+    # The same two directories again for their videos (LlavaOnevisionVideoProcessor, InternVLVideoProcessor).
+    "llava_onevision_video": (
+        "LlavaOnevisionForConditionalGeneration",
+        "<image>",
+        (None,),
+        "LlavaOnevisionImageProcessor",
+    ),
+    "internvl_video": ("InternVLForConditionalGeneration", "<IMG_CONTEXT>", (None,), "GotOcr2ImageProcessor"),
     "mistral3": ("Mistral3ForConditionalGeneration", "[IMG]", (True, False), "PixtralImageProcessor"),
     # Pixtral-12B in transformers' format: LLaVA's architecture with a Pixtral tower and PixtralProcessor.
     "pixtral_llava": ("LlavaForConditionalGeneration", "[IMG]", (None,), "PixtralImageProcessor"),
@@ -483,6 +491,8 @@ WRITERS = {
     "internvl": write_internvl,
     "glm4v": write_glm4v,
     "llava_onevision": write_llava_onevision,
+    "llava_onevision_video": write_llava_onevision,
+    "internvl_video": write_internvl,
     "mistral3": functools.partial(
         write_pixtral, architecture="Mistral3ForConditionalGeneration", longest_edge=1540, patch=14, merge=2
     ),
@@ -576,6 +586,7 @@ def worker(root: str, out_path: str) -> None:
             # vLLM's own InternVL processor is served in its class (vllm_internvl), not replaced.
             results[key + "-served"] = hasattr(type(image_processor).__call__, "fused_input_norm_wrapped")
             if model in VIDEO_MODELS:
+                results[key + "-video-class"] = class_name(processor.info.get_hf_processor().video_processor)
                 for name, prompt, videos in video_requests(VIDEO_MODELS[model]):
                     out = processor(prompt, processor.info.parse_mm_data({"video": videos}), hf_processor_mm_kwargs={})
                     results[f"{key}-{name}"] = outputs(out, "video")
@@ -604,7 +615,7 @@ def outputs(out, modality: str) -> dict:
 
 # Models whose videos are compared too (vLLM's InternVL video processor: each frame one tile), and their prompt's
 # video placeholder.
-VIDEO_MODELS = {"internvl_chat_video": "<video>"}
+VIDEO_MODELS = {"internvl_chat_video": "<video>", "llava_onevision_video": "<video>", "internvl_video": "<video>"}
 VIDEO_NAMES = ["video-9x180x320", "videos-2"]
 
 
@@ -705,7 +716,8 @@ def test_gemma3_pan_and_scan_request_is_served_with_the_checkpoints_null_setting
     assert not handed_back, handed_back
 
 
-@pytest.mark.parametrize("model", [m for m in MODELS if not m.startswith("internvl_chat")])
+# (the video directories repeat an architecture: its line is checked once, on the image directory)
+@pytest.mark.parametrize("model", [m for m in MODELS if not m.startswith("internvl_chat") and m not in VIDEO_MODELS])
 def test_log_says_which_processor_serves_images(request, model):
     """One line per model names the architecture and the processor serving its images; the call the adapter
     does not reproduce (nearest resampling) is logged as transformers'."""
@@ -718,9 +730,33 @@ def test_log_says_which_processor_serves_images(request, model):
         for line in on["log"]
         if f"'{architecture}'" in line and "serves images" in line and f"transformers' {upstream}" in line
     ]
-    assert len(lines) == 1 and "FusedImageProcessor (reference 'torchvision') serves images" in lines[0], on["log"]
+    # one line per model directory (the video directories repeat LLaVA-OV's and InternVL's architecture)
+    directories = sum(1 for m in RUN if MODELS[m][0] == architecture and MODELS[m][3] == upstream)
+    assert len(lines) == directories, on["log"]
+    assert all("FusedImageProcessor (reference 'torchvision') serves images" in line for line in lines), lines
     assert any("serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
     assert not any(f"'{architecture}'" in line for line in off["log"]), off["log"]
+
+
+# The video directories whose transformers video processor the adapter stands in for: model -> its class.
+HF_VIDEO_PROCESSORS = {
+    "llava_onevision_video": "LlavaOnevisionVideoProcessor",
+    "internvl_video": "InternVLVideoProcessor",
+}
+
+
+@pytest.mark.parametrize(("model", "upstream"), list(HF_VIDEO_PROCESSORS.items()))
+def test_videos_are_served_by_the_adapter(request, model, upstream):
+    """vLLM holds FusedHFVideoProcessor with the plugin on (transformers' class with it off), the log says so,
+    and no video call was handed back (test_same_outputs_plugin_on_and_off compares the outputs)."""
+    skip_missing(model)
+    on, off = request.getfixturevalue("sides")
+    assert on[f"{model}-float-video-class"] == "fused_input_norm.hf_adapter.FusedHFVideoProcessor", on[
+        f"{model}-float-video-class"
+    ]
+    assert off[f"{model}-float-video-class"].endswith(f".{upstream}"), off[f"{model}-float-video-class"]
+    assert any(f"FusedVideoProcessor serves videos in place of transformers' {upstream}" in x for x in on["log"])
+    assert not any(f"{upstream} serves this call" in line for line in on["log"]), on["log"]
 
 
 def test_log_says_fused_serves_vllm_internvl(sides):

@@ -45,8 +45,8 @@ def test_the_table_names_only_architectures_of_the_registry(reach):
 
 def on_off_tested() -> dict[str, set[str]]:
     """The families (and vllm_* modules) whose vLLM on-vs-off test runs, per modality: images from
-    tests/test_vllm_families.py's models, videos from its InternVL chat video model and
-    tests/test_vllm_processor.py's Qwen-VL models."""
+    tests/test_vllm_families.py's models, videos from its video models (InternVL chat, LLaVA-OV, InternVL-hf)
+    and tests/test_vllm_processor.py's Qwen-VL models."""
     import test_vllm_families
     import test_vllm_processor
 
@@ -56,6 +56,9 @@ def on_off_tested() -> dict[str, set[str]]:
     images, videos = set(), {"vllm_internvl"} if "internvl_chat_video" in run else set()
     for model in run:
         images.add(config.kind_of({"image_processor_type": test_vllm_families.MODELS[model][3]}))
+    for model, name in test_vllm_families.HF_VIDEO_PROCESSORS.items():  # LLaVA-OV's and InternVL-hf's videos
+        if model in run:
+            videos.add(config.video_kind_of({"video_processor_type": name}))
     if "internvl_chat" in run:  # vLLM's own InternVL processor: served by vllm_internvl
         images.add("vllm_internvl")
     images.add("qwen2_vl")  # tests/test_vllm_processor.py: Qwen2-VL, Qwen2.5-VL, Qwen3-VL

@@ -7,11 +7,10 @@ A family (one transformers image processor, with its Fast and Pil spellings) is 
   PIL_BYTES_AS_FLOAT  whether its Pil backend returns the resized bytes (rescale, normalize off) as float32,
   settings(config, get, where) -> dict   its geometry keys checked (size, patch sizes, options),
   plan(settings, shapes, where) -> Plan  every output size and slot decided from the images' shapes alone,
-and optionally SINGLE_IMAGE_GROUPS = True: a call with several images in one sample (a nested group of
-  several, a 4-D batch) is not reproduced (the adapter hands it to transformers), as its processor treats
-  such images otherwise;
+and optionally
   BY_SAMPLE = True: plan(settings, shapes, where, samples) is also given how many images each sample of the
-  call holds (transformers' nested list of images: images.samples), for outputs laid out per sample;
+  call holds (transformers' nested list of images: images.samples, or the family's own samples(images,
+  where) where its processor counts them otherwise), for outputs laid out per sample;
   as_upstream(reference, outputs, raw) -> outputs: the outputs as that backend of transformers returns them,
   where that depends on more than PIL_BYTES_AS_FLOAT says (the adapter then calls it instead);
   UNSTACKED = {output: how}: how transformers lists that output when the call leaves return_tensors unset
@@ -119,6 +118,9 @@ class Stage:
     image: int  # the call's image i, or len(images) + k: stage k (an earlier one)
     size: tuple[int, int]
     box: tuple[int, int, int, int] | None = None  # (top, left, height, width) of the source; None: all of it
+    # (canvas_h, canvas_w, top, left, fills): the stage placed unresized (size is its box's own) on a canvas
+    # of one byte per channel (LLaVA-OneVision's pad_to_square, before its resize); (): no canvas
+    pad: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,9 +4,10 @@ image), then the image resized, keeping its aspect ratio, to fit the best of ima
 pixel_values [n, most tiles + 1, C, tile, tile] with do_pad (the images with fewer tiles padded with zero
 slots), image_sizes (each image's height, width) and batch_num_images.
 
-An image of a multi-image group (a nested list holding several images) is padded to a square with the mean
-color BEFORE its resize, which no output padding reproduces: the adapter hands such calls to transformers
-(SINGLE_IMAGE_GROUPS)."""
+An image of a multi-image sample (a nested list holding several images) is not tiled: it is padded to a
+square of the instance's image_mean bytes (int(mean * 255) per channel) BEFORE its resize, then resized to one
+tile, its one slot (a padded stage, then one job). A flat list is one sample per image, as transformers'
+preprocess counts them (`samples`), not one sample of several as images.samples reads it."""
 
 import math
 from collections.abc import Mapping
@@ -15,7 +16,7 @@ import torch
 
 from ..checks import image_name, is_int
 from . import clip
-from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Job, Plan, side
+from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Job, Plan, Stage, side
 
 KIND = "llava_onevision"
 TYPES = ("LlavaOnevisionImageProcessor",)
@@ -24,7 +25,7 @@ PIL_BYTES_AS_FLOAT = False
 # With return_tensors unset (base.unstack).
 UNSTACKED = {"pixel_values": "rows", "image_sizes": "tuples", "batch_num_images": "ints"}
 KEYS = ("image_grid_pinpoints", "do_pad")
-SINGLE_IMAGE_GROUPS = True  # nested groups of several images are not reproduced (see above)
+BY_SAMPLE = True  # plan() reads how many images each sample holds (see samples)
 TILE = 384
 DEFAULTS = {
     **COMMON_DEFAULTS,
@@ -46,8 +47,36 @@ def settings(config: Mapping, get, where: str) -> dict:
         raise ValueError(f"{where}: a non-square LLaVA-OneVision size is not implemented, got {size}")
     if get("do_center_crop") or config.get("crop_size") is not None:
         raise ValueError(f"{where}: crop_size / do_center_crop are not implemented for LLaVA-OneVision")
-    options = {"tile": tile, "pinpoints": pinpoints(get("image_grid_pinpoints"), tile, where), "do_pad": get("do_pad")}
+    options = {
+        "tile": tile,
+        "pinpoints": pinpoints(get("image_grid_pinpoints"), tile, where),
+        "do_pad": get("do_pad"),
+        "do_resize": get("do_resize"),
+        # pad_to_square's background: transformers reads the instance's image_mean (self.image_mean), which a
+        # call's image_mean does not change; the adapter hands back a multi-image call that sets another one.
+        "fill": tuple(int(x * 255) for x in square_mean(get("image_mean"), where)),
+    }
     return {"size": size, "options": options}
+
+
+def square_mean(value: object, where: str) -> list[float]:
+    """image_mean as pad_to_square reads it (a sequence of per-channel floats; a scalar has no channels)."""
+    if isinstance(value, int | float):
+        return [float(value)]
+    if not isinstance(value, list | tuple) or not all(isinstance(v, int | float) for v in value):
+        raise ValueError(f"{where}: image_mean must be a number or a list of numbers, got {value!r}")
+    return list(value)
+
+
+def samples(images, where: str) -> list[int]:
+    """How many images each sample of a call holds, as LlavaOnevisionImageProcessor.preprocess counts them
+    (its batch_num_images): a nested list, one count per non-empty inner list; a flat list, one image per
+    sample; anything else (one image, a 4-D batch) one sample of one image."""
+    if isinstance(images, list | tuple) and images and isinstance(images[0], list | tuple):
+        return [len(group) for group in images if group]
+    if isinstance(images, list | tuple):
+        return [1] * len(images)
+    return [1]
 
 
 def pinpoints(value: object, tile: int, where: str) -> tuple[tuple[int, int], ...]:
@@ -91,15 +120,26 @@ def fit_size(height: int, width: int, target: tuple[int, int]) -> tuple[int, int
     return target_h, min(math.ceil(width * scale_h), target_w)
 
 
-def plan(s, shapes: list, where: str) -> Plan:
-    """Per image, slot 0 the base image, then the tiles of the padded best resolution, row by row, in one
-    kernel run; with do_pad the images with fewer tiles end on zeroed slots."""
+def plan(s, shapes: list, where: str, samples: list[int] | None = None) -> Plan:
+    """Per image of a one-image sample, slot 0 the base image, then the tiles of the padded best resolution,
+    row by row, in one kernel run; per image of a multi-image sample, its padded square resized to one tile
+    (one slot). With do_pad the images with fewer slots end on zeroed ones."""
     tile = s.options["tile"]
+    samples = [1] * len(shapes) if samples is None else samples
+    if sum(samples) != len(shapes):
+        # transformers' preprocess counts a 4-D batch as one image, then fails on its second one
+        raise ValueError(
+            f"{where}: the samples hold {sum(samples)} images but the call gives {len(shapes)} (a 4-D batch is one "
+            f"sample of one image to LLaVA-OneVision's processor: pass a list of images)"
+        )
+    single = [count == 1 for count in samples for _ in range(count)]
+    if not all(single) and not s.options["do_resize"]:
+        raise ValueError(f"{where}: a multi-image sample without do_resize is not implemented (its squares differ)")
     layouts = []
-    for height, width in shapes:
-        canvas = best_resolution(height, width, s.options["pinpoints"])
-        layouts.append((canvas, fit_size(height, width, canvas)))
-    counts = [1 + (canvas[0] // tile) * (canvas[1] // tile) for canvas, _ in layouts]
+    for (height, width), alone in zip(shapes, single, strict=True):
+        canvas = best_resolution(height, width, s.options["pinpoints"]) if alone else None
+        layouts.append((canvas, fit_size(height, width, canvas) if alone else None))
+    counts = [1 + (canvas[0] // tile) * (canvas[1] // tile) if canvas else 1 for canvas, _ in layouts]
     if s.options["do_pad"]:
         width_slots = max(counts)
     elif len(set(counts)) > 1:
@@ -110,10 +150,22 @@ def plan(s, shapes: list, where: str) -> Plan:
         )
     else:
         width_slots = counts[0]
-    jobs, zero = [], []
+    jobs, zero, stages = [], [], []
     for i, ((canvas, fitted), count) in enumerate(zip(layouts, counts, strict=True)):
         start = i * width_slots
-        jobs.append(Job(i, (tile, tile), (0, 0, tile, tile), (start, start + 1)))
+        source = i
+        if canvas is None:  # in a multi-image sample: its square (pad_to_square), resized to one tile
+            height, width = shapes[i]
+            square = max(height, width)
+            if height != width:
+                pad = (square, square, (square - height) // 2, (square - width) // 2, s.options["fill"])
+                stages.append(Stage(i, (height, width), pad=pad))
+                source = len(shapes) + len(stages) - 1
+        jobs.append(Job(source, (tile, tile), (0, 0, tile, tile), (start, start + 1)))
+        if count < width_slots:
+            zero.append((start + count, start + width_slots))
+        if canvas is None:
+            continue
         top, left = (canvas[0] - fitted[0]) // 2, (canvas[1] - fitted[1]) // 2
         jobs.append(
             Job(
@@ -125,11 +177,9 @@ def plan(s, shapes: list, where: str) -> Plan:
                 pad=(*canvas, top, left, FILL),
             )
         )
-        if count < width_slots:
-            zero.append((start + count, start + width_slots))
     extras = {
         "image_sizes": torch.tensor([list(shape) for shape in shapes], dtype=torch.int64, device="cpu"),
-        "batch_num_images": torch.ones(len(shapes), dtype=torch.int64, device="cpu"),
+        "batch_num_images": torch.tensor(samples, dtype=torch.int64, device="cpu"),
     }
     shape = (len(shapes), width_slots, s.normalization.channel, tile, tile)
-    return Plan(shape, jobs, extras, slot_dims=2, zero=zero)
+    return Plan(shape, jobs, extras, slot_dims=2, zero=zero, stages=stages)
