@@ -464,13 +464,13 @@ def summary(rows: list[dict]) -> str:
     """The lines the README embeds between <!-- reach:begin --> and <!-- reach:end -->."""
     served = sorted(r["architecture"] for r in rows if r["status"] == "served")
     partly = sorted(r["architecture"] for r in rows if r["status"] == "partly")
-    return "\n".join(
-        [
-            f"- {summary_line(rows)} (`scripts/vllm_reach.py`; the table: [docs/reach.md](docs/reach.md)).",
-            f"- Served: {', '.join(served)}.",
-            f"- Partly: {', '.join(partly)}.",
-        ]
-    )
+    lines = [
+        f"- {summary_line(rows)} (`scripts/vllm_reach.py`; the table: [docs/reach.md](docs/reach.md)).",
+        f"- Served: {', '.join(served)}.",
+    ]
+    if partly:  # no line where none is
+        lines.append(f"- Partly: {', '.join(partly)}.")
+    return "\n".join(lines)
 
 
 def markdown(rows: list[dict]) -> str:
