@@ -33,12 +33,19 @@ LATER = 3  # later requests, each a new image of the same size: each reuses a fr
 
 
 def worker(root: str, out_path: str) -> None:
+    import multiprocessing
+
     import numpy as np
     import torch
     import zmq
-    from vllm.config import ModelConfig
+    from vllm.config import DeviceConfig, ModelConfig, VllmConfig
     from vllm.multimodal import MULTIMODAL_REGISTRY
-    from vllm.multimodal.cache import MultiModalProcessorOnlyCache
+    from vllm.multimodal.cache import (
+        LruKeyReplicatedSenderCache,
+        MultiModalProcessorOnlyCache,
+        ShmObjectStoreReceiverCache,
+        ShmObjectStoreSenderCache,
+    )
     from vllm.multimodal.inputs import MultiModalKwargsItem
     from vllm.plugins import load_general_plugins
     from vllm.v1.serial_utils import MsgpackDecoder, MsgpackEncoder
@@ -89,6 +96,38 @@ def worker(root: str, out_path: str) -> None:
     del hit
     cache.clear_cache()  # evicted: the block is the pool's again
     results["cache_block_reused_after_eviction"] = cached_block in later_requests(20)
+
+    # The other two P0 caches keep no pooled memory: "lru" keeps the item's size only (its engine-side twin
+    # keeps the decoded copy), "shm" copies the item into a shared-memory ring that the workers read.
+    lru = LruKeyReplicatedSenderCache(config)
+    sent = apply(60, lru)
+    (mm_hash,) = sent["mm_hashes"]["image"]
+    lru_block = block_of(tensors(sent["mm_kwargs"]["image"][0])["pixel_values"])
+    del sent
+    results["lru_block_reused_while_cached"] = lru_block in later_requests(61) and lru.is_cached_item(mm_hash)
+    os.environ["VLLM_OBJECT_STORAGE_SHM_BUFFER_NAME"] = f"fused_input_norm_pool_test_{os.getpid()}"
+    shm_config = ModelConfig(
+        model=path, tokenizer=path, dtype="float32", seed=0, mm_processor_cache_type="shm", mm_processor_cache_gb=1 / 16
+    )
+    vllm_config = VllmConfig(model_config=shm_config, device_config=DeviceConfig(device="cpu"))
+    sender = ShmObjectStoreSenderCache(vllm_config)
+    try:
+        receiver = ShmObjectStoreReceiverCache(vllm_config, multiprocessing.Lock())
+        # No GPU here: the worker's decoder would pin (a copy into pinned memory); it clones (a copy) instead.
+        receiver._shm_cache.ser_de.mm_decoder.pin_tensors = False
+        results["shm_first"] = {key: t.clone() for key, t in tensors(apply(70)["mm_kwargs"]["image"][0]).items()}
+        handle = apply(70, sender)
+        (mm_hash,) = handle["mm_hashes"]["image"]
+        handle = handle["mm_kwargs"]["image"][0]
+        results["shm_handle_keys"] = sorted(handle)
+        before = output_pool.pool.stats()["reused"]
+        later_requests(71)
+        results["shm_later_reused"] = output_pool.pool.stats()["reused"] - before
+        results["shm_read"] = {
+            key: t.clone() for key, t in tensors(receiver.get_and_update_item(handle, mm_hash)).items()
+        }
+    finally:
+        sender.close()
 
     # The ZMQ path, as the API server sends an EngineCoreRequest's items and the engine core decodes them.
     for transport in ("inproc", "ipc"):
@@ -158,6 +197,17 @@ def test_processor_cache_keeps_its_bytes_while_the_pool_is_reused(sides):
     assert_equal_tensors(on["cache_hit"], on["cache_first"], "cache hit after later requests")
     # The cache held a pooled block (it comes back once the item is evicted): no leak either.
     assert on["cache_block_reused_after_eviction"]
+
+
+def test_lru_and_shm_caches_keep_no_pooled_memory(sides):
+    on = sides
+    # "lru": the block is the pool's again while the cache still lists the item.
+    assert on["lru_block_reused_while_cached"]
+    # "shm": the request carries a handle; what the worker reads from shared memory after later requests reused
+    # the pool is the item's bytes.
+    assert on["shm_handle_keys"] == ["address", "monotonic_id", "signature"]
+    assert on["shm_later_reused"] >= LATER - 1
+    assert_equal_tensors(on["shm_read"], on["shm_first"], "read from the shm cache after later requests")
 
 
 @pytest.mark.parametrize("transport", ["inproc", "ipc"])
