@@ -9,6 +9,18 @@ pool only when that tensor's storage is freed, i.e. when the last tensor or view
 vLLM keeps until the request is sent, a NumPy array over it) is gone, and the tensor handed out is gone
 too (so that moving either to new memory, share_memory_ or set_, leaves an array over the old bytes intact).
 
+What vLLM keeps pointing at an output (tests/test_vllm_pool.py): its processor cache keeps views of it
+until it evicts the item, and its ZMQ path sends memoryviews of it with copy=False, held (through the
+array they come from, which holds the storage) until ZMQ has sent them, or over inproc until the receiver
+drops the frames and the tensors decoded over them. Each holds the storage, so the block stays out.
+
+The one known hole: a DLPack export (or any holder of a raw pointer that keeps a tensor, not the storage)
+of an alias that is not a view (`detach()`, `.data`, a tensor `set_` onto the storage), followed by `set_`
+on that alias: nothing then holds the block's storage, and once the output and its views are gone the
+block is handed out again under the export (tests/test_output_pool.py's strict xfail). Views are safe: a
+view holds its base, and the base the storage, whatever set_ does to the view; `numpy()` arrays are safe:
+each holds an alias of its own. Stock torch frees that memory in the same case; the pool reuses it at once.
+
 Bounds (FUSED_INPUT_NORM_OUTPUT_POOL_MB, default 256; 0 turns the pool off): the blocks the pool owns,
 handed out or idle, never exceed that many bytes nor MAX_BLOCKS blocks, so the memory it can hold at
 most is that bound. A request the pool cannot serve within it (too large, or every block handed out)
@@ -88,12 +100,13 @@ class OutputPool:
             return torch.empty(shape, dtype=dtype, device=device)
         out = torch.frombuffer(memoryview(block), dtype=torch.uint8, count=nbytes).view(dtype).view(shape)
         # The block comes back when both the storage and the tensor handed out are gone, not merely when the
-        # storage lets go of the block's bytes. share_memory_ / _share_fd_cpu_ (torch.multiprocessing's
-        # pickling) move a live storage to new memory and free the old bytes, and set_ moves a live tensor to
-        # another storage; a NumPy array, memoryview or DLPack capsule made before still points at the block,
-        # and holds the tensor (NumPy, memoryview) or the storage (DLPack) alive. Waiting for both keeps the
-        # block out of the pool until those are gone. (torch.utils.swap_tensors refuses a tensor with a weakref,
-        # so a pooled output cannot be swapped away from an array over it.)
+        # storage lets go of the block's bytes: share_memory_ / _share_fd_cpu_ (torch.multiprocessing's
+        # pickling) move a live storage to new memory and free the old bytes while a NumPy array, memoryview
+        # or DLPack capsule made before still points at the block. Those hold the storage (an array holds an
+        # alias of its own; a capsule holds the tensor, a view of the frombuffer tensor, which holds the
+        # storage even after set_), so the storage's death is the sign that they are gone. Waiting for the
+        # tensor too costs nothing and covers a holder of the tensor alone. (torch.utils.swap_tensors refuses
+        # a tensor with a weakref, so a pooled output cannot be swapped away from an array over it.)
         lease = _Lease(self._returned, block)
         weakref.finalize(out.untyped_storage(), lease.release).atexit = False
         weakref.finalize(out, lease.release).atexit = False

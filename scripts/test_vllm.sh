@@ -45,4 +45,4 @@ echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
 # import the installed copy.
 "$VENV/bin/pytest" -q -rs tests/test_vllm.py tests/test_vllm_processor.py tests/test_vllm_families.py \
-  tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_reach.py "$@"
+  tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_reach.py tests/test_vllm_pool.py "$@"

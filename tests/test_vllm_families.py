@@ -632,12 +632,12 @@ def video_requests(placeholder: str):
     ]
 
 
-def written_sides(tmp_path_factory, models: list[str], script: str) -> list[dict]:
-    """`models`' directories written, then `script`'s worker on them with the plugin on, then off."""
+def written_sides(tmp_path_factory, models: list[str], script: str, switches: tuple = ("1", "0")) -> list[dict]:
+    """`models`' directories written, then `script`'s worker on them with the plugin on, then off (`switches`)."""
     root = tmp_path_factory.mktemp("models")
     for model in models:
         WRITERS[model](str(root / model))
-    return both_sides(root, script)
+    return both_sides(root, script, switches)
 
 
 @pytest.fixture(scope="module")

@@ -255,11 +255,11 @@ def sides(tmp_path_factory):
     return both_sides(root, __file__)
 
 
-def both_sides(root, script: str) -> list[dict]:
-    """`script`'s worker run on the model directories under `root` with the plugin on, then off, each in its
-    own process as a server runs: their results, each with the log lines that name fused_input_norm."""
+def both_sides(root, script: str, switches: tuple = ("1", "0")) -> list[dict]:
+    """`script`'s worker run on the model directories under `root` with the plugin on, then off (`switches`),
+    each in its own process as a server runs: their results, each with the log lines that name fused_input_norm."""
     results = []
-    for switch in ("1", "0"):
+    for switch in switches:
         out = root / f"side{switch}.pt"
         env = {**os.environ, "FUSED_INPUT_NORM_VLLM_PROCESSOR": switch, "OMP_NUM_THREADS": "1"}
         run = subprocess.run(
