@@ -227,8 +227,9 @@ def chat(manager, model_dir: str, template: str) -> dict:
 
 
 def worker(root: str, out_path: str, configs: str) -> None:
-    """One side: every model's requests through SGLang's TokenizerManager and process_mm_data_async, for each
-    of `configs` ("default": no --mm-process-config, "config": MM_PROCESS_CONFIG), in this one process."""
+    """One side: every model's requests (FEW_REQUESTS outside FULL) through SGLang's TokenizerManager and
+    process_mm_data_async, for each of `configs` ("default": no --mm-process-config, "config":
+    MM_PROCESS_CONFIG), then the OpenAI chat request, in this one process."""
     import logging
 
     import torch
