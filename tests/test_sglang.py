@@ -41,7 +41,21 @@ MODELS = {
     "qwen2_5_vl": (QWEN_IMAGE, "Qwen2VLImageProcessor"),
     "qwen3_vl": (QWEN_IMAGE, "Qwen2VLImageProcessor"),
     "gemma3": ("<start_of_image>", "Gemma3ImageProcessor"),
+    # SGLang's other processors for families the package serves: glm4v.py, llava.py (LLaVA's CLIP tower; a
+    # Pixtral tower, Mistral 3 and Pixtral-12B in transformers' format, goes on to pixtral.py), mllama4.py.
+    "glm4v": ("<|begin_of_image|><|image|><|end_of_image|>", "Glm4vImageProcessor"),
+    "llava": ("<image>", "CLIPImageProcessor"),
+    "mistral3": ("[IMG]", "PixtralImageProcessor"),
+    "pixtral_llava": ("[IMG]", "PixtralImageProcessor"),
+    "llama4": ("<|image|>", "Llama4ImageProcessor"),
 }
+# The models of the first round run every request and the --mm-process-config variant; the others (added
+# for SGLang's other processors) a few requests that reach each code path (sizes, alpha, PIL, a batch),
+# which keeps CI's time.
+FEW_REQUESTS = {"jpeg-480x640", "jpeg-57x29", "jpeg-40x900", "png-rgba", "pil-palette", "batch"}
+FULL = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "gemma3")
+# Models whose SGLang processor turns nvJPEG off itself (llava.py's and pixtral.py's gpu_image_decode = False).
+PILLOW_ALREADY = {"llava", "mistral3", "pixtral_llava"}
 SIDES = {
     "plugin": {"FUSED_INPUT_NORM_SGLANG_PROCESSOR": "1"},
     "env": {
@@ -51,7 +65,7 @@ SIDES = {
     "off": {"FUSED_INPUT_NORM_SGLANG_PROCESSOR": "0"},
 }
 # SGLang's --mm-process-config: its image settings go to every call (a smaller pixel budget for the Qwen
-# processors; Gemma 3's pan and scan).
+# processors; Gemma 3's pan and scan). Run for these models only.
 MM_PROCESS_CONFIG = {
     "qwen2_vl": {"image": {"max_pixels": 200704}},
     "qwen2_5_vl": {"image": {"max_pixels": 200704}},
@@ -171,9 +185,51 @@ def process(mm, prompt: str, images: list) -> dict:
     )
 
 
+# The OpenAI chat request: the model, and SGLang's own conversation template for it (the tiny directories
+# ship no Jinja template; `--chat-template qwen2-vl` is how a server names this one).
+CHAT = ("qwen2_vl", "qwen2-vl")
+
+
+def chat(manager, model_dir: str, template: str) -> dict:
+    """One OpenAI chat request (a data-URL JPEG and a question) through SGLang's OpenAIServingChat, which
+    renders the messages and loads the image, then the tokenizer manager's _tokenize_one_request, which runs
+    the multimodal processor: what it hands to _create_tokenized_object (the prompt, input_ids and the
+    processor's output). That last step needs the server's request state (none here), so it is stopped there."""
+    import base64
+
+    from PIL import Image
+    from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest
+    from sglang.srt.entrypoints.openai.serving_chat import OpenAIServingChat
+    from sglang.srt.parser.template_manager import TemplateManager
+    from sglang.srt.runtime_context import get_serving
+    from test_vllm_processor import photo
+
+    # What TokenizerManager.__init__ sets that the chat layer reads (sglang_manager builds it without its IPC).
+    manager.preferred_sampling_params = get_serving().preferred_sampling_params
+    manager.init_disaggregation(start_pd_bootstrap_service=False)
+    templates = TemplateManager()
+    templates.initialize_templates(tokenizer_manager=manager, model_path=model_dir, chat_template=template)
+    serving = OpenAIServingChat(manager, templates)
+    out = io.BytesIO()
+    Image.fromarray(photo(480, 640, 30)).save(out, format="JPEG", quality=90)
+    url = "data:image/jpeg;base64," + base64.b64encode(out.getvalue()).decode()
+    content = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "describe"}]
+    request = ChatCompletionRequest(model=model_dir, messages=[{"role": "user", "content": content}], max_tokens=1)
+    generate, _ = serving._convert_to_internal_request(request)
+    tokenized = {}
+
+    def create(obj, input_text, input_ids, input_embeds=None, mm_inputs=None, token_type_ids=None):
+        tokenized.update(text=input_text, input_ids=input_ids, mm_inputs=mm_inputs)
+
+    manager._create_tokenized_object = create
+    asyncio.run(manager._tokenize_one_request(generate))
+    return tokenized
+
+
 def worker(root: str, out_path: str, configs: str) -> None:
-    """One side: every model's requests through SGLang's TokenizerManager and process_mm_data_async, for each
-    of `configs` ("default": no --mm-process-config, "config": MM_PROCESS_CONFIG), in this one process."""
+    """One side: every model's requests (FEW_REQUESTS outside FULL) through SGLang's TokenizerManager and
+    process_mm_data_async, for each of `configs` ("default": no --mm-process-config, "config":
+    MM_PROCESS_CONFIG), then the OpenAI chat request, in this one process."""
     import logging
 
     import torch
@@ -183,34 +239,80 @@ def worker(root: str, out_path: str, configs: str) -> None:
 
     logging.basicConfig(level=logging.INFO)  # as SGLang's server configures it: the plugin's lines are INFO
     start_sglang()
-    calls = {"served": 0, "handed_back": 0, "devices": []}
+    # served / handed_back: the adapter's calls; upstream: transformers' processor's calls where it holds the
+    # processor (a side without the adapter), which the adapter's served calls must match one for one. Noted
+    # in a file, one line a call: SGLang's LLaVA processor calls the image processor in its forked worker
+    # processes (cpu_executor), which inherit these wrappers but not this process's memory.
+    noted = f"{out_path}.calls"
+
+    def note(kind: str, device: object = None) -> None:
+        with open(noted, "a") as f:
+            f.write(f"{kind} {device}\n")
+
+    def calls() -> dict:
+        """The calls noted since the last look, by kind, and the devices the adapter was given."""
+        with open(noted, "a+") as f:
+            f.seek(0)
+            lines = [line.split() for line in f.read().splitlines()]
+            f.truncate(0)
+        counts = {kind: sum(1 for k, _ in lines if k == kind) for kind in ("served", "handed_back", "upstream")}
+        return counts | {"devices": [device for kind, device in lines if kind != "upstream"]}
+
     serve = FusedHFImageProcessor._serve
 
     def counted(self, images, args, kwargs):
-        calls["devices"].append(kwargs.get("device"))
         result = serve(self, images, args, kwargs)
-        calls["handed_back" if isinstance(result, str) else "served"] += 1
+        note("handed_back" if isinstance(result, str) else "served", kwargs.get("device"))
         return result
 
     FusedHFImageProcessor._serve = counted
+
+    def count_upstream(cls: type) -> None:
+        preprocess = cls.preprocess  # transformers' __call__ calls it; SGLang calls one or the other
+        if getattr(preprocess, "counted", False):
+            return
+
+        def counted_preprocess(self, *args, **kwargs):
+            note("upstream")
+            return preprocess(self, *args, **kwargs)
+
+        counted_preprocess.counted = True
+        cls.preprocess = counted_preprocess
+
     results = {}
     for config in configs.split(","):
         for model, (placeholder, _) in MODELS.items():
+            if config == "config" and model not in MM_PROCESS_CONFIG:
+                continue
             mm_config = MM_PROCESS_CONFIG[model] if config == "config" else {}
             mm = sglang_manager(os.path.join(root, model), mm_config).mm_processor
-            calls.update(served=0, handed_back=0, devices=[])
-            chosen = [r for r in requests(placeholder) if config == "default" or r[0] in CONFIG_REQUESTS]
+            # SGLang's LLaVA processor wraps the processor for the model's vision tower (`inner`)
+            built = getattr(mm, "inner", mm)
+            image_processor = built._processor.image_processor
+            if not isinstance(image_processor, FusedHFImageProcessor):
+                count_upstream(type(image_processor))
+            calls()  # from here on
+            few = config == "config" or model not in FULL
+            chosen = [
+                r
+                for r in requests(placeholder)
+                if not few or r[0] in (CONFIG_REQUESTS if config == "config" else FEW_REQUESTS)
+            ]
             outputs = {name: plain(process(mm, prompt, images)) for name, prompt, images in chosen}
             results[(config, model)] = {
                 "outputs": outputs,
-                "image_processor": type(mm._processor.image_processor).__name__,
-                "adapter": isinstance(mm._processor.image_processor, FusedHFImageProcessor),
+                "image_processor": type(image_processor).__name__,
+                "adapter": isinstance(image_processor, FusedHFImageProcessor),
                 # SGLang passes device= only to a transformers BaseImageProcessor (base_processor.process_mm_data)
-                "base_image_processor": isinstance(mm._processor.image_processor, BaseImageProcessor),
-                "gpu_image_decode": type(mm).gpu_image_decode,
-                "fingerprint": mm.processor_fingerprint,
-                "calls": dict(calls),
+                "base_image_processor": isinstance(image_processor, BaseImageProcessor),
+                "gpu_image_decode": type(built).gpu_image_decode,
+                "fingerprint": built.processor_fingerprint,
+                "calls": calls(),
             }
+    model, template = CHAT
+    manager = sglang_manager(os.path.join(root, model), {})
+    calls()
+    results[("chat", model)] = {"outputs": plain(chat(manager, os.path.join(root, model), template)), "calls": calls()}
     torch.save(results, out_path)
 
 
@@ -280,8 +382,11 @@ def assert_same(ours, theirs, where: str) -> None:
         assert ours == theirs, (where, ours, theirs)
 
 
-@pytest.mark.parametrize("side, config", [("plugin", "default"), ("env", "default"), ("plugin", "config")])
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(
+    "model, side, config",
+    [(model, side, "default") for model in MODELS for side in ("plugin", "env")]
+    + [(model, "plugin", "config") for model in MM_PROCESS_CONFIG],
+)
 def test_same_outputs_as_transformers(sides, model, side, config):
     ours, theirs = sides["results"][(side, config, model)], sides["results"][("off", config, model)]
     assert not theirs["adapter"] and theirs["image_processor"] == MODELS[model][1]
@@ -289,17 +394,31 @@ def test_same_outputs_as_transformers(sides, model, side, config):
     assert ours["outputs"].keys() == theirs["outputs"].keys()
     for name in theirs["outputs"]:
         assert_same(ours["outputs"][name], theirs["outputs"][name], f"{model}/{name}")
-    # Every request's call was served (none handed back), with the device SGLang resolved (it passes device=
-    # only to a transformers BaseImageProcessor: the adapter must be one, as upstream is).
-    assert ours["calls"]["served"] == len(theirs["outputs"]) and ours["calls"]["handed_back"] == 0, ours["calls"]
+    # Every call transformers' processor made was one the adapter served (none handed back), with the device
+    # SGLang resolved where SGLang passes one: to a transformers BaseImageProcessor (the adapter must be one, as
+    # upstream is) through its process_mm_data, which LLaVA's CLIP path does not use (it calls the image
+    # processor itself, without device=).
+    assert theirs["calls"]["upstream"] >= len(theirs["outputs"]), theirs["calls"]
+    assert ours["calls"]["served"] == theirs["calls"]["upstream"] and ours["calls"]["handed_back"] == 0, ours["calls"]
     assert ours["base_image_processor"] and theirs["base_image_processor"]
-    assert set(ours["calls"]["devices"]) == {"cpu"}, ours["calls"]["devices"]
+    assert set(ours["calls"]["devices"]) == ({"None"} if model == "llava" else {"cpu"}), ours["calls"]["devices"]
+
+
+@pytest.mark.parametrize("side", ["plugin", "env"])
+def test_openai_chat_request(sides, side):
+    """One OpenAI chat request through SGLang's chat layer and tokenizer manager: the same prompt, input_ids
+    and processor output as with transformers' processor, its one image served by the adapter."""
+    ours, theirs = sides["results"][(side, "chat", CHAT[0])], sides["results"][("off", "chat", CHAT[0])]
+    assert "<|image_pad|>" in theirs["outputs"]["text"] and theirs["calls"]["upstream"] == 1, theirs
+    assert_same(ours["outputs"], theirs["outputs"], "chat")
+    assert ours["calls"]["served"] == 1 and ours["calls"]["handed_back"] == 0, ours["calls"]
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_served_classes_decode_with_pillow_and_key_their_cache_apart(sides, model):
     ours, theirs = sides["results"][("plugin", "default", model)], sides["results"][("off", "default", model)]
-    assert ours["gpu_image_decode"] is False and theirs["gpu_image_decode"] is True
+    # SGLang's LLaVA and Pixtral processors decode with Pillow already (their class sets gpu_image_decode off)
+    assert ours["gpu_image_decode"] is False and theirs["gpu_image_decode"] is (model not in PILLOW_ALREADY)
     if theirs["fingerprint"] is not None:
         assert ours["fingerprint"] != theirs["fingerprint"]
 
