@@ -1,10 +1,10 @@
-"""fused_input_norm: exact image and video preprocessing for VLM serving, with a vLLM plugin.
+"""fused_input_norm: exact image and video preprocessing for VLM serving, with vLLM and SGLang plugins.
 
 A model's processor config and encoded images or videos in, transformers' outputs out (FusedImageProcessor,
 FusedVideoProcessor): the resize, rescale, normalize and layout as one fused kernel per image, on the CPU or
 a GPU. `import fused_input_norm` loads the compiled ops (torch.ops.fused_input_norm.*) and their fake
-kernels, the FusedInputNorm module and the processors; it never imports vllm (the plugin, vllm_plugin.py,
-is loaded by vLLM through its entry point).
+kernels, the FusedInputNorm module and the processors; it never imports vllm or sglang (their plugins,
+vllm_plugin.py and sglang_plugin.py, are loaded by the engines through their entry points).
 """
 
 import json
