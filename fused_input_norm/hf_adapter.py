@@ -610,3 +610,26 @@ class FusedHFVideoProcessor(_Adapter):
                 _video_config(self.upstream), device=device, reference=self.reference
             ),
         )
+
+
+def stand_in(processor: object, attribute: str, what: str, adapter: type, why_not, log: logging.Logger) -> str | None:
+    """Puts `adapter` (FusedHFImageProcessor or FusedHFVideoProcessor) around `processor.<attribute>` where
+    `why_not` finds no reason against it; says which processor serves `what` (None: the processor has none).
+    `log`: the host engine's logger, where the adapter says why a call goes to transformers. Both engine
+    plugins (vllm_plugin, sglang_plugin) put their adapters in place through this."""
+    upstream = getattr(processor, attribute, None)
+    if upstream is None:
+        return None
+    name = type(upstream).__name__
+    reason = why_not(upstream)
+    if reason is None:
+        try:
+            setattr(processor, attribute, adapter(upstream, log))
+        except Exception as e:  # never an error in the engine's path: transformers' keeps serving
+            reason = str(e)
+    if reason is not None:
+        return f"transformers' {name} serves {what}: {reason}"
+    served = getattr(processor, attribute)
+    if adapter is FusedHFImageProcessor:
+        return f"FusedImageProcessor (reference {served.reference!r}) serves {what} in place of transformers' {name}"
+    return f"FusedVideoProcessor serves {what} in place of transformers' {name}"

@@ -30,8 +30,7 @@ import importlib
 import logging
 import os
 
-from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, unsupported, unsupported_video
-from .vllm_plugin import stand_in
+from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, stand_in, unsupported, unsupported_video
 
 # A child of SGLang's logger: our lines appear in SGLang's log, in its format and at its level.
 logger = logging.getLogger("sglang.srt.plugins.fused_input_norm")

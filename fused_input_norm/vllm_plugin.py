@@ -34,7 +34,7 @@ import os
 import torch
 
 from . import build_info, ops, vllm_internvl
-from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, unsupported, unsupported_video
+from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, stand_in, unsupported, unsupported_video
 from .module import channel_view
 
 # A child of vLLM's logger: our lines appear in vLLM's log, in its format and at its level.
@@ -223,33 +223,13 @@ def serve_images(model_config: object, processor: object) -> None:
         return  # served when vLLM first built this processor
     architectures = list(getattr(model_config, "architectures", None) or [])
     said = [
-        stand_in(processor, "image_processor", f"images for {architectures}", FusedHFImageProcessor, unsupported),
-        stand_in(processor, "video_processor", "videos", FusedHFVideoProcessor, unsupported_video),
+        stand_in(
+            processor, "image_processor", f"images for {architectures}", FusedHFImageProcessor, unsupported, logger
+        ),
+        stand_in(processor, "video_processor", "videos", FusedHFVideoProcessor, unsupported_video, logger),
     ]
     key = (getattr(model_config, "model", None), type(images).__name__, type(videos).__name__)
     _say_once(key, "fused_input_norm: %s", "; ".join(s for s in said if s))
-
-
-def stand_in(processor: object, attribute: str, what: str, adapter: type, why_not, log=logger) -> str | None:
-    """Puts `adapter` (FusedHFImageProcessor or FusedHFVideoProcessor) around `processor.<attribute>` where
-    `why_not` finds no reason against it; says which processor serves `what` (None: the processor has none).
-    `log`: the host's logger, where the adapter says why a call goes to transformers (the SGLang plugin's too)."""
-    upstream = getattr(processor, attribute, None)
-    if upstream is None:
-        return None
-    name = type(upstream).__name__
-    reason = why_not(upstream)
-    if reason is None:
-        try:
-            setattr(processor, attribute, adapter(upstream, log))
-        except Exception as e:  # never an error in vLLM's path: transformers' keeps serving
-            reason = str(e)
-    if reason is not None:
-        return f"transformers' {name} serves {what}: {reason}"
-    served = getattr(processor, attribute)
-    if adapter is FusedHFImageProcessor:
-        return f"FusedImageProcessor (reference {served.reference!r}) serves {what} in place of transformers' {name}"
-    return f"FusedVideoProcessor serves {what} in place of transformers' {name}"
 
 
 def register_input_norm() -> None:
