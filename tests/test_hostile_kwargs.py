@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from test_resize import NO_TORCH_LANCZOS, TORCH_LANCZOS
 
 from fused_input_norm.hf_adapter import FusedHFImageProcessor
 
@@ -131,6 +132,11 @@ def _images() -> list:
     return [rng.integers(0, 256, shape, dtype=np.uint8) for shape in [(60, 90, 3), (97, 41, 3)]]
 
 
+# Families whose torchvision backend resizes with LANCZOS: where torch has no uint8 lanczos (torch 2.11),
+# transformers' output is not the reference ours is exact to, so their served cases compare nothing there.
+LANCZOS_FAMILIES = {"idefics3"}
+
+
 def _outcome(processor, kwargs: dict) -> tuple:
     start = time.perf_counter()
     try:
@@ -152,6 +158,8 @@ def _check(family: str, kwargs: dict) -> tuple[float, float]:
     if theirs[0] == "refused":
         assert ours[1] is theirs[1], what
         return ours[2], theirs[2]
+    if family in LANCZOS_FAMILIES and not TORCH_LANCZOS:  # the served bytes have no reference to compare with
+        pytest.skip(f"{family} resizes with LANCZOS: {NO_TORCH_LANCZOS}")
     got, expected = ours[1], theirs[1]
     assert set(got) == set(expected), what
     for name, ref in expected.items():
