@@ -147,7 +147,13 @@ def _outcome(processor, kwargs: dict) -> tuple:
 
 
 def _upstream(family: str):
-    return getattr(transformers, FAMILIES[family][0])()
+    name = FAMILIES[family][0]
+    try:
+        return getattr(transformers, name)()
+    except ImportError as e:  # Llama 4 has only a torchvision backend: no stock to compare with without it
+        if "torchvision" not in str(e).lower():
+            raise
+        pytest.skip(f"transformers' {name} needs torchvision, which is not installed")
 
 
 def _check(family: str, kwargs: dict) -> tuple[float, float]:
