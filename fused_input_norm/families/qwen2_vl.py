@@ -1,5 +1,9 @@
 """Qwen2-VL's image processor (also Qwen2.5-VL's and Qwen3-VL's): smart_resize to multiples of
-patch_size * merge_size within a pixel budget, then patch rows [patches, C * T * P * P] and image_grid_thw."""
+patch_size * merge_size within a pixel budget, then patch rows [patches, C * T * P * P] and image_grid_thw.
+
+CohereCompassImageProcessor is served here too: in transformers 5.22 and 5.25 both of its backends are
+Qwen2-VL's code with the names changed (class defaults, min_pixels / max_pixels aliases, smart_resize,
+patchify, outputs), the files generated from Qwen2-VL's by transformers' modular converter."""
 
 from collections.abc import Mapping
 
@@ -10,8 +14,8 @@ from ..geometry import MAX_ASPECT_RATIO, MAX_SIDE, QWEN_MAX_PIXELS, QWEN_MIN_PIX
 from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Job, Plan
 
 KIND = "qwen2_vl"
-TYPES = ("Qwen2VLImageProcessor",)
-PROCESSOR_CLASSES = ("Qwen2VLProcessor", "Qwen2_5_VLProcessor", "Qwen3VLProcessor")
+TYPES = ("Qwen2VLImageProcessor", "CohereCompassImageProcessor")
+PROCESSOR_CLASSES = ("Qwen2VLProcessor", "Qwen2_5_VLProcessor", "Qwen3VLProcessor", "CohereCompassProcessor")
 KEYS = ("patch_size", "temporal_patch_size", "merge_size")
 # Its Pil backend returns the resized bytes (do_rescale and do_normalize off) as float32 values.
 PIL_BYTES_AS_FLOAT = True
