@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from family_checks import as_input, assert_same, forbid_upstream, photo
+from test_families_glm_gemma import GLM_CHECKPOINT
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm import config as configs
@@ -25,14 +26,7 @@ paddle_hf = pytest.importorskip("transformers.models.paddleocr_vl.image_processi
 
 CLIP = {"image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}
 # The configs as the checkpoints ship them (preprocessor_config.json), less the type keys.
-GLM_OCR = {  # zai-org/GLM-OCR
-    "size": {"shortest_edge": 12544, "longest_edge": 9633792},
-    "do_rescale": True,
-    "patch_size": 14,
-    "temporal_patch_size": 2,
-    "merge_size": 2,
-    **CLIP,
-}
+GLM_OCR = GLM_CHECKPOINT  # zai-org/GLM-OCR ships GLM-4.1V's values
 PADDLE = {  # PaddlePaddle/PaddleOCR-VL
     "resample": 3,
     "rescale_factor": 0.00392156862745098,

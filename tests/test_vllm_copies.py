@@ -34,7 +34,7 @@ QWEN_TOKENS = ["<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_p
 MODELS = {
     "cohere_compass": (
         "CohereCompassForConditionalGeneration",
-        "<|START_OF_IMG|><|IMAGE_PAD|><|END_OF_IMG|>",
+        "<|VISION_START|><|IMAGE_PAD|><|VISION_END|>",
         "CohereCompassImageProcessor",
     ),
     "glm_ocr": (
@@ -69,12 +69,12 @@ def write_cohere_compass(path: str) -> None:
     from transformers import CohereCompassConfig
 
     os.makedirs(path, exist_ok=True)
-    special = ["<BOS_TOKEN>", "<EOS_TOKEN>", "<|START_OF_IMG|>", "<|IMAGE_PAD|>", "<|END_OF_IMG|>", "<|VIDEO_PAD|>"]
+    special = ["<BOS_TOKEN>", "<EOS_TOKEN>", "<|VISION_START|>", "<|IMAGE_PAD|>", "<|VISION_END|>", "<|VIDEO_PAD|>"]
     vocab = tokenizer(path, special, "<BOS_TOKEN>", "<EOS_TOKEN>")
     vision = VISION_QWEN | {"patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2}
     vision |= {"num_position_embeddings": 64, "deepstack_visual_indexes": []}
     tokens = {"image_token_id": vocab["<|IMAGE_PAD|>"], "video_token_id": vocab["<|VIDEO_PAD|>"]}
-    tokens |= {"vision_start_token_id": vocab["<|START_OF_IMG|>"], "vision_end_token_id": vocab["<|END_OF_IMG|>"]}
+    tokens |= {"vision_start_token_id": vocab["<|VISION_START|>"], "vision_end_token_id": vocab["<|VISION_END|>"]}
     config = CohereCompassConfig(text_config=TEXT | {"sliding_window": 4096}, vision_config=vision, **tokens)
     config.architectures = ["CohereCompassForConditionalGeneration"]
     config.save_pretrained(path)
@@ -266,7 +266,26 @@ def worker(root: str, out_path: str) -> None:
             out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
             results[f"{model}-{name}"] = outputs(out, "image")
             results[f"{model}-{name}-class"] = class_name(processor.info.get_hf_processor(**kwargs).image_processor)
+    # Every class vllm_plugin.BUILT_ELSEWHERE names, LLaVA-OneVision-2's included (whose remote-code processor no
+    # directory here can hold), is wrapped once vLLM's registry loads its model.
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    from fused_input_norm.vllm_plugin import BUILT_ELSEWHERE
+
+    for architecture in ELSEWHERE:
+        ModelRegistry.models[architecture].load_model_cls()
+    results["wrapped"] = {
+        name: hasattr(getattr(sys.modules[name], info).get_hf_processor, "fused_input_norm_wrapped")
+        for name, info in BUILT_ELSEWHERE.items()
+    }
     torch.save(results, out_path)
+
+
+ELSEWHERE = (
+    "OpenCUAForConditionalGeneration",
+    "LlavaOnevision2ForConditionalGeneration",
+    "BagelForConditionalGeneration",
+)
 
 
 @pytest.fixture(scope="module")
@@ -316,6 +335,14 @@ def test_log_says_once_which_processor_serves_images(sides, model):
     if ("fallback",) in requests_names(model):  # the call it must hand back is logged as transformers'
         assert any(f"{upstream} serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
     assert not any(f"'{architecture}'" in line for line in off["log"]), off["log"]
+
+
+def test_every_processor_built_elsewhere_is_reached(sides):
+    """vLLM's processing info classes of OpenCUA, LLaVA-OneVision-2 and BAGEL are wrapped with the plugin on
+    (after vLLM's registry loads the model, as a server does), and not with it off."""
+    on, off = sides
+    assert len(on["wrapped"]) == 3 and all(on["wrapped"].values()), on["wrapped"]
+    assert not any(off["wrapped"].values()), off["wrapped"]
 
 
 if __name__ == "__main__":

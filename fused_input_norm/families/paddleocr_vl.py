@@ -5,14 +5,12 @@ grouped by merge block, each [C * T, P, P] (pixel_values [patches, C * T, P, P])
 a merge size of 1. Its defaults: a 384*384 .. 1536*1536 pixel budget, temporal_patch_size 1, min_pixels /
 max_pixels aliases of size (as Qwen2-VL's)."""
 
+import dataclasses
 from collections.abc import Mapping
 
-import torch
-
-from ..checks import image_name
-from ..geometry import patch_grid, smart_resize
+from ..geometry import smart_resize
 from . import qwen2_vl
-from .base import Job, Plan
+from .base import Plan
 
 KIND = "paddleocr_vl"
 TYPES = ("PaddleOCRVLImageProcessor",)
@@ -34,24 +32,10 @@ def settings(config: Mapping, get, where: str) -> dict:
 
 
 def plan(s, shapes: list, where: str) -> Plan:
-    count = len(shapes)
-    sizes = [
-        smart_size(s, image_name(i, count), h, w, where)
-        if s.do_resize
-        else _unresized(s, image_name(i, count), h, w, where)
-        for i, (h, w) in enumerate(shapes)
-    ]
-    grids = [patch_grid(*size, s.patch_size) for size in sizes]
-    jobs, start = [], 0
-    for i, (size, (h, w)) in enumerate(zip(sizes, grids, strict=True)):
-        # merge size 1 in the layout: raster order, one [C, T, P, P] patch a row
-        jobs.append(
-            Job(i, size, (0, 0, *size), (start, start + h * w), patches=(s.temporal_patch_size, s.patch_size, 1))
-        )
-        start += h * w
-    shape = (start, s.normalization.channel * s.temporal_patch_size, s.patch_size, s.patch_size)
-    grid_thw = torch.tensor([(1, h, w) for h, w in grids], dtype=torch.int64, device="cpu")
-    return Plan(shape, jobs, {"image_grid_thw": grid_thw})
+    rows = qwen2_vl.patch_rows(s, shapes, where, smart_size, _unresized, merge=1)  # merge 1: raster order
+    count, _ = rows.shape
+    shape = (count, s.normalization.channel * s.temporal_patch_size, s.patch_size, s.patch_size)
+    return dataclasses.replace(rows, shape=shape)
 
 
 def _unresized(s, name: str, height: int, width: int, where: str) -> tuple[int, int]:

@@ -70,18 +70,21 @@ def plan(s, shapes: list, where: str) -> Plan:
     return patch_rows(s, shapes, where, _smart_size)
 
 
-def patch_rows(s, shapes: list, where: str, smart_size) -> Plan:
+def patch_rows(s, shapes: list, where: str, smart_size, unresized=None, merge: int | None = None) -> Plan:
     """Each image's patch rows, one after another; image_grid_thw (int64, on the CPU) says how many.
-    `smart_size(s, name, height, width, where)`: the family's resized size (with do_resize)."""
+    `smart_size(s, name, height, width, where)`: the family's resized size (with do_resize); `unresized`: the
+    same without do_resize (the size, or refused); `merge`: the merge blocks the rows are grouped in (1: raster
+    order), s.merge_size unless given."""
     count = len(shapes)
+    unresized = unresized or _unresized
     sizes = [
         smart_size(s, image_name(i, count), h, w, where)
         if s.do_resize
-        else _unresized(s, image_name(i, count), h, w, where)
+        else unresized(s, image_name(i, count), h, w, where)
         for i, (h, w) in enumerate(shapes)
     ]
     grids = [(1, *patch_grid(*size, s.patch_size)) for size in sizes]
-    patches = (s.temporal_patch_size, s.patch_size, s.merge_size)
+    patches = (s.temporal_patch_size, s.patch_size, s.merge_size if merge is None else merge)
     jobs, start = [], 0
     for i, (size, (t, h, w)) in enumerate(zip(sizes, grids, strict=True)):
         jobs.append(Job(i, size, (0, 0, *size), (start, start + t * h * w), patches=patches))
