@@ -21,7 +21,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import TEXT, assert_same_tensors, dump, outputs, tokenizer
+from test_vllm_families import TEXT, assert_same_tensors, dump, glm_token_ids, outputs, tokenizer
 from test_vllm_processor import CLIP_MEAN, CLIP_STD, both_sides, class_name, photo
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -96,11 +96,7 @@ def write_glm_ocr(path: str) -> None:
     text = TEXT | {"partial_rotary_factor": 0.5}
     text["rope_parameters"] = {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0}
     vision = VISION_QWEN | {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "image_size": 336}
-    tokens = {f"{kind}_token_id": vocab[f"<|{kind}|>"] for kind in ("image", "video")}
-    for kind in ("image", "video"):
-        tokens[f"{kind}_start_token_id"] = vocab[f"<|begin_of_{kind}|>"]
-        tokens[f"{kind}_end_token_id"] = vocab[f"<|end_of_{kind}|>"]
-    config = GlmOcrConfig(text_config=text, vision_config=vision, **tokens)
+    config = GlmOcrConfig(text_config=text, vision_config=vision, **glm_token_ids(vocab))
     config.architectures = ["GlmOcrForConditionalGeneration"]
     config.save_pretrained(path)
     preprocessor = {  # zai-org/GLM-OCR's, verbatim
