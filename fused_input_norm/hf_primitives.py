@@ -1,0 +1,236 @@
+"""The generic path's primitives: transformers' backend methods (TorchvisionBackend's, which its video
+processors inherit, and PilBackend's) that every model's own `_preprocess` calls, replaced by the package's
+exact kernels. FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor (hf_adapter) put `primitives(backend)`
+just above the backend in the adapter's class, so a model's own override of a primitive still runs first, and
+its `super().resize(...)` reaches the one here.
+
+Each primitive serves a call bit-exact to the one it replaces, or hands it to that one (one log line per
+reason, through the adapter's _handed_back):
+  TorchvisionBackend.resize   uint8 [..., C, H, W] tensors, antialiased bilinear / bicubic / lanczos: the
+                              resample engine's "torchvision" reference (torch's own uint8 kernel, bit for bit);
+  TorchvisionBackend.rescale_and_normalize   with do_normalize on: tvF.normalize's subtract-then-divide on the
+                              mean and std upstream's own _fuse_mean_std_and_rescale_factor builds, in float32;
+                              a uint8 batch is read once (the subtraction converts it) rather than copied to
+                              float32 first; with do_normalize off, upstream's own (one multiply);
+  PilBackend.resize           uint8 [3, H, W] arrays, bilinear / bicubic / lanczos, no reducing_gap: the
+                              engine's "pil" reference (the installed Pillow's pass order).
+Anything else (a float input, antialias=False, nearest, LANCZOS where transformers falls back to BICUBIC, a
+1x1 target torch refuses, torch.compile tracing) is the backend's own.
+
+Imports transformers only when called.
+"""
+
+import functools
+
+import numpy as np
+import torch
+
+from . import resize as resizing
+
+# Resample plans (per axis size pair), shared by every adapter in the process, bounded by PlanCache itself.
+_PLANS = resizing.PlanCache()
+_FILTERS = {"BILINEAR": "bilinear", "BICUBIC": "bicubic", "LANCZOS": "lanczos"}
+# PIL.Image.Resampling values (transformers' PILImageResampling) the engine reproduces.
+_PIL_FILTERS = {2: "bilinear", 3: "bicubic", 1: "lanczos"}
+
+
+def _output_size(size: object, height: int, width: int) -> tuple[int, int] | str:
+    """The (height, width) a backend's resize computes from `size` (a SizeDict), in the backend's order of
+    precedence; a reason where it raises instead (the backend then raises it)."""
+    from transformers import image_transforms as tf
+    from transformers.image_utils import get_image_size_for_max_height_width
+
+    get = functools.partial(getattr, size)
+    try:
+        if get("shortest_edge", None) and get("longest_edge", None):
+            return tuple(tf.get_size_with_aspect_ratio((height, width), size.shortest_edge, size.longest_edge))
+        if get("shortest_edge", None):
+            image = np.empty((1, height, width), dtype=np.uint8)  # only its shape is read
+            return tuple(
+                tf.get_resize_output_image_size(
+                    image, size=size.shortest_edge, default_to_square=False, input_data_format="channels_first"
+                )
+            )
+        if get("max_height", None) and get("max_width", None):
+            return tuple(get_image_size_for_max_height_width((height, width), size.max_height, size.max_width))
+        if get("height", None) and get("width", None):
+            return (size.height, size.width)
+    except Exception as e:  # whatever the backend's helpers raise, it raises again
+        return f"a size its helpers refuse ({type(e).__name__}: {e})"
+    return f"a size without height and width, max_height and max_width or shortest_edge: {size}"
+
+
+def _checked_size(new_size: tuple[int, int] | str) -> tuple[int, int] | str:
+    if isinstance(new_size, str):
+        return new_size
+    height, width = (int(side) for side in new_size)
+    if height < 1 or width < 1:
+        return f"an output size {new_size} with an empty side"
+    if (height, width) == (1, 1):
+        return "a 1x1 output (torch's uint8 kernel refuses it)"
+    return (height, width)
+
+
+def _torchvision_filter(resample: object, device: torch.device) -> str:
+    """The engine's filter name for the interpolation TorchvisionBackend.resize would run, or a reason."""
+    from torchvision.transforms.v2 import InterpolationMode
+    from transformers.image_utils import PILImageResampling, pil_torch_interpolation_mapping
+    from transformers.utils.import_utils import is_torchvision_greater_or_equal
+
+    if resample is None:
+        mode = InterpolationMode.BILINEAR
+    elif isinstance(resample, PILImageResampling | int):
+        mode = pil_torch_interpolation_mapping.get(resample)
+    else:
+        mode = resample
+    name = _FILTERS.get(getattr(mode, "name", None))
+    if name is None:
+        return f"resample={resample!r} (served: bilinear, bicubic, lanczos)"
+    if name == "lanczos" and (device.type != "cpu" or not is_torchvision_greater_or_equal("0.27")):
+        return "LANCZOS off the CPU or before torchvision 0.27 (transformers resizes with BICUBIC then)"
+    return name
+
+
+def _resized(images: torch.Tensor, size: tuple[int, int], resample: str, reference: str) -> torch.Tensor:
+    """uint8 [B, C, H, W] (any strides) resized to `size`: the engine with the identity affine, uint8 out."""
+    channels = images.shape[1]
+    out = torch.empty((images.shape[0], channels, *size), dtype=torch.uint8, device=images.device)
+    weight = torch.ones(channels, dtype=torch.float32, device=images.device)
+    bias = torch.zeros(channels, dtype=torch.float32, device=images.device)
+    resizing.resize_into(out, images, weight, bias, size, (0, 0, *size), resample, reference, _PLANS)
+    return out
+
+
+def torchvision_resize(image: object, size: object, resample: object, antialias: object) -> torch.Tensor | str:
+    """TorchvisionBackend.resize's result, or why it is the backend's to compute."""
+    if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8:
+        return f"an input that is not a uint8 tensor ({getattr(image, 'dtype', type(image).__name__)})"
+    if antialias is not True:
+        return f"antialias={antialias!r}"
+    if image.dim() < 3 or 0 in image.shape:
+        return f"a tensor of shape {list(image.shape)} (served: [..., C, H, W], none empty)"
+    from transformers.utils.import_utils import is_torchdynamo_compiling
+
+    if is_torchdynamo_compiling():
+        return "torch.compile tracing"
+    name = _torchvision_filter(resample, image.device)
+    if name not in _FILTERS.values():
+        return name
+    *lead, channels, height, width = image.shape
+    new_size = _checked_size(_output_size(size, height, width))
+    if isinstance(new_size, str):
+        return new_size
+    if new_size == (height, width):
+        return image  # torchvision's resize returns its input itself then
+    try:
+        out = _resized(image.reshape(-1, channels, height, width), new_size, name, "torchvision")
+    except (RuntimeError, NotImplementedError) as e:  # a device the extension was not built for
+        return f"the resize kernel refused it ({type(e).__name__}: {e})"
+    return out.reshape(*lead, channels, *new_size)
+
+
+def pil_resize(image: object, size: object, resample: object, reducing_gap: object) -> np.ndarray | str:
+    """PilBackend.resize's result, or why it is the backend's to compute."""
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
+        return f"an input that is not a uint8 array ({getattr(image, 'dtype', type(image).__name__)})"
+    if image.ndim != 3 or image.shape[0] != 3 or 0 in image.shape:
+        return f"an array of shape {list(image.shape)} (served: [3, H, W], none empty)"
+    if reducing_gap is not None:
+        return f"reducing_gap={reducing_gap!r}"
+    if resample is None:
+        resample = 2  # the backend's default, BILINEAR
+    name = _PIL_FILTERS.get(resample) if isinstance(resample, int) else None
+    if name is None:
+        return f"resample={resample!r} (served: BILINEAR, BICUBIC, LANCZOS)"
+    new_size = _checked_size(_output_size(size, *image.shape[1:]))
+    if isinstance(new_size, str):
+        return new_size
+    out = _resized(torch.from_numpy(image).unsqueeze(0), new_size, name, "pil")
+    return out[0].numpy()
+
+
+def normalized(images: object, mean: object, std: object) -> torch.Tensor | str:
+    """tvF.normalize(images.to(torch.float32), mean, std), or why it is the backend's to compute. A uint8
+    batch is subtracted from directly: the subtraction promotes each byte to float32 exactly as the copy
+    would, so the result is the same bits, one pass shorter."""
+    if not isinstance(images, torch.Tensor) or images.is_complex():
+        return f"an input that is not a real tensor ({getattr(images, 'dtype', type(images).__name__)})"
+    if images.dim() < 3:
+        return f"a tensor of shape {list(images.shape)} (tvF.normalize refuses fewer than 3 dims)"
+    if (isinstance(std, list | tuple) and not all(std)) or (isinstance(std, int | float) and std == 0):
+        return "a zero std (tvF.normalize refuses it)"
+    mean = torch.as_tensor(mean, dtype=torch.float32, device=images.device)
+    std = torch.as_tensor(std, dtype=torch.float32, device=images.device)
+    if mean.ndim == 1:
+        mean = mean.view(-1, 1, 1)
+    if std.ndim == 1:
+        std = std.view(-1, 1, 1)
+    if images.dtype != torch.uint8:  # (a float64 batch would be subtracted in float64)
+        images = images.to(torch.float32)
+    return torch.sub(images, mean).div_(std)
+
+
+class TorchvisionPrimitives:
+    """TorchvisionBackend's resize and rescale_and_normalize, served by the package or handed to the backend's
+    (the next class in the adapter's MRO). Mixed into `primitives(TorchvisionBackend)`; `self` is the adapter."""
+
+    def resize(self, image, size, resample=None, antialias=True, **kwargs):
+        out = torchvision_resize(image, size, resample, antialias)
+        if isinstance(out, str):
+            self._handed_back(f"resize: {out}")
+            return super().resize(image, size, resample=resample, antialias=antialias, **kwargs)
+        return out
+
+    def rescale_and_normalize(self, images, do_rescale, rescale_factor, do_normalize, image_mean, image_std):
+        if not do_normalize:  # a rescale (one multiply) or nothing: the backend's own, nothing to gain
+            return super().rescale_and_normalize(
+                images, do_rescale, rescale_factor, do_normalize, image_mean, image_std
+            )
+        if type(self).normalize.__qualname__ != "TorchvisionBackend.normalize":
+            self._handed_back("rescale_and_normalize: the model overrides normalize")
+            return super().rescale_and_normalize(
+                images, do_rescale, rescale_factor, do_normalize, image_mean, image_std
+            )
+        # The fused mean and std exactly as upstream builds them (its lru_cache'd method, on this adapter).
+        mean, std, _ = self._fuse_mean_std_and_rescale_factor(
+            do_normalize=do_normalize,
+            image_mean=image_mean,
+            image_std=image_std,
+            do_rescale=do_rescale,
+            rescale_factor=rescale_factor,
+            device=images.device,
+        )
+        out = normalized(images, mean, std)
+        if isinstance(out, str):
+            self._handed_back(f"rescale_and_normalize: {out}")
+            return super().rescale_and_normalize(
+                images, do_rescale, rescale_factor, do_normalize, image_mean, image_std
+            )
+        return out
+
+
+class PilPrimitives:
+    """PilBackend's resize, served by the package or handed to the backend's; `self` is the adapter."""
+
+    def resize(self, image, size, resample=None, reducing_gap=None, **kwargs):
+        out = pil_resize(image, size, resample, reducing_gap)
+        if isinstance(out, str):
+            self._handed_back(f"resize: {out}")
+            return super().resize(image, size, resample=resample, reducing_gap=reducing_gap, **kwargs)
+        return out
+
+
+@functools.cache
+def primitives(backend: type) -> type:
+    """`backend` (transformers' TorchvisionBackend or PilBackend) with its primitives replaced: a subclass of
+    it, which an adapter's class lists after upstream's, so that it sits just above `backend` in the MRO."""
+    mixin = TorchvisionPrimitives if backend.__name__ == "TorchvisionBackend" else PilPrimitives
+    return type(f"Fused{backend.__name__}", (mixin, backend), {"__module__": __name__})
+
+
+def backend_of(upstream_class: type) -> type | None:
+    """transformers' backend class that `upstream_class` is built on, or None."""
+    for klass in upstream_class.__mro__:
+        if klass.__name__ in ("TorchvisionBackend", "PilBackend") and klass.__module__.startswith("transformers."):
+            return klass
+    return None
