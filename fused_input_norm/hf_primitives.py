@@ -6,6 +6,9 @@ its `super().resize(...)` reaches the one here.
 
 Each primitive serves a call bit-exact to the one it replaces, or hands it to that one (one log line per
 reason, through the adapter's _handed_back):
+  TorchvisionBackend.process_image   an RGB PIL image: its bytes copied once from Pillow's memory into the
+                              contiguous [3, H, W] tensor (transformers copies them three times: Pillow's
+                              convert, np.array, the channels-first copy); arrays and tensors stay the backend's;
   TorchvisionBackend.resize   uint8 [..., C, H, W] tensors, antialiased bilinear / bicubic / lanczos: the
                               resample engine's "torchvision" reference (torch's own uint8 kernel, bit for bit);
   TorchvisionBackend.rescale_and_normalize   with do_normalize on: tvF.normalize's subtract-then-divide on the
@@ -25,6 +28,7 @@ import functools
 import numpy as np
 import torch
 
+from . import images
 from . import resize as resizing
 
 # Resample plans (per axis size pair), shared by every adapter in the process, bounded by PlanCache itself.
@@ -101,6 +105,19 @@ def _resized(images: torch.Tensor, size: tuple[int, int], resample: str, referen
     return out
 
 
+def pil_pixels(image: object) -> torch.Tensor | str:
+    """TorchvisionBackend.process_image's tensor for a PIL image (np.array of it, permuted to a contiguous
+    [3, H, W]): the same bytes copied in one pass from Pillow's own memory (images.pil_to_chw, zero-copy where
+    Pillow exports it) into a new tensor the model's code may write to; or why it is the backend's."""
+    if image.mode != "RGB" or image.info.get("transparency") is not None:
+        keyed = " with a transparency key" if image.info.get("transparency") is not None else ""
+        return f"a PIL image in mode {image.mode}{keyed} (served: RGB)"
+    if 0 in image.size:
+        return "an empty PIL image"
+    view = images.pil_to_chw(image, convert_rgb=False)
+    return _resized(view[None], tuple(view.shape[-2:]), "bilinear", "torchvision")[0]  # an exact copy
+
+
 def torchvision_resize(image: object, size: object, resample: object, antialias: object) -> torch.Tensor | str:
     """TorchvisionBackend.resize's result, or why it is the backend's to compute."""
     if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8:
@@ -173,6 +190,15 @@ def normalized(images: object, mean: object, std: object) -> torch.Tensor | str:
 class TorchvisionPrimitives:
     """TorchvisionBackend's resize and rescale_and_normalize, served by the package or handed to the backend's
     (the next class in the adapter's MRO). Mixed into `primitives(TorchvisionBackend)`; `self` is the adapter."""
+
+    def process_image(self, image, do_convert_rgb=None, input_data_format=None, device=None, **kwargs):
+        if not images.is_pil(image):  # an array or a tensor: the backend's few views and one copy
+            return super().process_image(image, do_convert_rgb, input_data_format, device, **kwargs)
+        out = pil_pixels(image)
+        if isinstance(out, str):
+            self._handed_back(f"process_image: {out}")
+            return super().process_image(image, do_convert_rgb, input_data_format, device, **kwargs)
+        return out if device is None else out.to(device)
 
     def resize(self, image, size, resample=None, antialias=True, **kwargs):
         out = torchvision_resize(image, size, resample, antialias)
