@@ -701,9 +701,12 @@ def stand_in(processor: object, attribute: str, what: str, adapter: type, why_no
         return None
     name = type(upstream).__name__
     reason = why_not(upstream)
-    if reason is not None and adapter in GENERIC and unsupported_generic(upstream) is None:
-        adapter, family_reason = GENERIC[adapter], reason
-        reason = None
+    if reason is not None and adapter in GENERIC:
+        generic_reason = unsupported_generic(upstream)
+        if generic_reason is None:
+            adapter, family_reason, reason = GENERIC[adapter], reason, None
+        else:  # the broader refusal: what keeps the generic path out keeps every family out too
+            reason = generic_reason
     if reason is None:
         try:
             setattr(processor, attribute, adapter(upstream, log))

@@ -7,6 +7,7 @@ fails the test) and with the primitives counted (a case the package did not serv
 import copy
 import logging
 import pickle
+import types
 
 import numpy as np
 import pytest
@@ -291,3 +292,20 @@ def test_stand_in_gives_the_generic_path_where_no_family_serves_and_the_family_w
 def test_a_processor_on_neither_backend_is_refused_with_the_reason():
     with pytest.raises(ValueError, match="neither transformers' TorchvisionBackend nor its PilBackend"):
         FusedHFGenericImageProcessor(object())
+
+
+def test_the_vllm_plugin_serves_a_processor_without_a_family_by_the_generic_path_and_says_so(caplog):
+    from fused_input_norm import vllm_plugin
+
+    upstream = processor_class("ViTImageProcessor")()
+    processor = _Holder(upstream)
+    with caplog.at_level(logging.INFO, logger=vllm_plugin.logger.name):
+        vllm_plugin.serve_images(types.SimpleNamespace(model="/models/vit", architectures=["SomeViT"]), processor)
+    assert isinstance(processor.image_processor, FusedHFGenericImageProcessor)
+    assert processor.image_processor.upstream is upstream
+    said = [r.getMessage() for r in caplog.records if "fused_input_norm:" in r.getMessage()]
+    assert said == [
+        "fused_input_norm: the generic path serves images for ['SomeViT']: transformers' ViTImageProcessor runs "
+        "with fused_input_norm's exact primitives (reference 'torchvision'; no family: ViTImageProcessor is not an "
+        "image processor FusedImageProcessor reproduces)"
+    ]
