@@ -137,7 +137,11 @@ class _Adapter:
         state = object.__getattribute__(self, "__dict__")
         if "upstream" not in state:  # half built (while unpickling): nothing to forward to yet
             raise AttributeError(name)
-        return getattr(state["upstream"], name)
+        return type(self)._forwarded(self, state["upstream"], name)
+
+    def _forwarded(self, upstream: Any, name: str) -> Any:
+        """Every name not the adapter's own: upstream's, as upstream answers it."""
+        return getattr(upstream, name)
 
     def __getattr__(self, name: str) -> Any:
         # Reached only when the adapter's own lookup failed (e.g. `upstream` on a half-built object): an
@@ -662,16 +666,13 @@ class _GenericAdapter(_Adapter):
         if name == "__dict__":  # upstream's state, which its code reads as self.__dict__ (to_dict)
             state = object.__getattribute__(self, "__dict__")
             return vars(state["upstream"]) if "upstream" in state else state
-        if name in type(self)._adapter_names or (name.startswith("__") and name.endswith("__")):
-            return object.__getattribute__(self, name)
-        state = object.__getattribute__(self, "__dict__")
-        if "upstream" not in state:  # half built (while unpickling): nothing to forward to yet
-            raise AttributeError(name)
-        upstream_state = vars(state["upstream"])
-        if name in upstream_state:
-            return upstream_state[name]
-        # A class attribute: upstream's functions, properties and lru_cache'd methods bound to the adapter
-        return object.__getattribute__(self, name)
+        return super().__getattribute__(name)
+
+    def _forwarded(self, upstream: Any, name: str) -> Any:
+        """Upstream's instance data; any other name is a class attribute, looked up on the adapter's class:
+        upstream's functions, properties and lru_cache'd methods bound to the adapter."""
+        state = vars(upstream)
+        return state[name] if name in state else object.__getattribute__(self, name)
 
     def __repr__(self) -> str:
         return f"{type(self).__mro__[1].__name__}(upstream={type(self.upstream).__name__}, the generic path)"

@@ -9,8 +9,9 @@ reason, through the adapter's _handed_back):
   TorchvisionBackend.process_image   an RGB PIL image: its bytes copied once from Pillow's memory into the
                               contiguous [3, H, W] tensor (transformers copies them three times: Pillow's
                               convert, np.array, the channels-first copy); arrays and tensors stay the backend's;
-  TorchvisionBackend.resize   uint8 [..., C, H, W] tensors, antialiased bilinear / bicubic / lanczos: the
-                              resample engine's "torchvision" reference (torch's own uint8 kernel, bit for bit);
+  TorchvisionBackend.resize   uint8 [..., C, H, W] CPU tensors, antialiased bilinear / bicubic / lanczos: the
+                              resample engine's "torchvision" reference (torch's own CPU uint8 kernel, bit
+                              for bit; on another device transformers runs that device's kernel: its own);
   TorchvisionBackend.rescale_and_normalize   with do_normalize on: tvF.normalize's subtract-then-divide on the
                               mean and std upstream's own _fuse_mean_std_and_rescale_factor builds, in float32;
                               a uint8 batch is read once (the subtraction converts it) rather than copied to
@@ -75,7 +76,7 @@ def _checked_size(new_size: tuple[int, int] | str) -> tuple[int, int] | str:
     return (height, width)
 
 
-def _torchvision_filter(resample: object, device: torch.device) -> str:
+def _torchvision_filter(resample: object) -> str:
     """The engine's filter name for the interpolation TorchvisionBackend.resize would run, or a reason."""
     from torchvision.transforms.v2 import InterpolationMode
     from transformers.image_utils import PILImageResampling, pil_torch_interpolation_mapping
@@ -90,8 +91,8 @@ def _torchvision_filter(resample: object, device: torch.device) -> str:
     name = _FILTERS.get(getattr(mode, "name", None))
     if name is None:
         return f"resample={resample!r} (served: bilinear, bicubic, lanczos)"
-    if name == "lanczos" and (device.type != "cpu" or not is_torchvision_greater_or_equal("0.27")):
-        return "LANCZOS off the CPU or before torchvision 0.27 (transformers resizes with BICUBIC then)"
+    if name == "lanczos" and not is_torchvision_greater_or_equal("0.27"):
+        return "LANCZOS before torchvision 0.27 (transformers resizes with BICUBIC then)"
     return name
 
 
@@ -126,11 +127,13 @@ def torchvision_resize(image: object, size: object, resample: object, antialias:
         return f"antialias={antialias!r}"
     if image.dim() < 3 or 0 in image.shape:
         return f"a tensor of shape {list(image.shape)} (served: [..., C, H, W], none empty)"
+    if image.device.type != "cpu":  # torch's kernels on other devices round their own way: the engine is the CPU's
+        return f"a tensor on {image.device} (transformers resizes it with torch's {image.device.type} kernel)"
     from transformers.utils.import_utils import is_torchdynamo_compiling
 
     if is_torchdynamo_compiling():
         return "torch.compile tracing"
-    name = _torchvision_filter(resample, image.device)
+    name = _torchvision_filter(resample)
     if name not in _FILTERS.values():
         return name
     *lead, channels, height, width = image.shape
@@ -139,10 +142,7 @@ def torchvision_resize(image: object, size: object, resample: object, antialias:
         return new_size
     if new_size == (height, width):
         return image  # torchvision's resize returns its input itself then
-    try:
-        out = _resized(image.reshape(-1, channels, height, width), new_size, name, "torchvision")
-    except (RuntimeError, NotImplementedError) as e:  # a device the extension was not built for
-        return f"the resize kernel refused it ({type(e).__name__}: {e})"
+    out = _resized(image.reshape(-1, channels, height, width), new_size, name, "torchvision")
     return out.reshape(*lead, channels, *new_size)
 
 

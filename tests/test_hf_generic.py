@@ -309,3 +309,22 @@ def test_the_vllm_plugin_serves_a_processor_without_a_family_by_the_generic_path
         "with fused_input_norm's exact primitives (reference 'torchvision'; no family: ViTImageProcessor is not an "
         "image processor FusedImageProcessor reproduces)"
     ]
+
+
+@pytest.mark.parametrize(
+    "image, size, resample, antialias, why",
+    [
+        (torch.zeros(3, 20, 30), {"height": 10, "width": 10}, 2, True, "not a uint8 tensor"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8, device="meta"), {"height": 10, "width": 10}, 2, True, "meta"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 10, "width": 10}, 2, False, "antialias=False"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 10, "width": 10}, 0, True, "resample=0"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 1, "width": 1}, 2, True, "1x1"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8), {}, 2, True, "a size without"),
+    ],
+    ids=["float", "off-cpu", "no-antialias", "nearest", "1x1", "no-size"],
+)
+def test_the_torchvision_resize_hands_back_what_the_engine_does_not_reproduce(image, size, resample, antialias, why):
+    from transformers.image_utils import SizeDict
+
+    said = hf_primitives.torchvision_resize(image, SizeDict(**size), resample, antialias)
+    assert isinstance(said, str) and why in said
