@@ -137,11 +137,7 @@ class _Adapter:
         state = object.__getattribute__(self, "__dict__")
         if "upstream" not in state:  # half built (while unpickling): nothing to forward to yet
             raise AttributeError(name)
-        return type(self)._forwarded(self, state["upstream"], name)
-
-    def _forwarded(self, upstream: Any, name: str) -> Any:
-        """Every name not the adapter's own: upstream's, as upstream answers it."""
-        return getattr(upstream, name)
+        return getattr(state["upstream"], name)
 
     def __getattr__(self, name: str) -> Any:
         # Reached only when the adapter's own lookup failed (e.g. `upstream` on a half-built object): an
@@ -663,16 +659,19 @@ class _GenericAdapter(_Adapter):
         super().__init__(upstream, reference_of(upstream), log)
 
     def __getattribute__(self, name: str) -> Any:
+        # Python's own lookup over two instance dicts, the adapter's few names first, then upstream's: upstream's
+        # code reads its attributes here tens of times a call, so this stays one short function.
+        own = object.__getattribute__(self, "__dict__")
         if name == "__dict__":  # upstream's state, which its code reads as self.__dict__ (to_dict)
-            state = object.__getattribute__(self, "__dict__")
-            return vars(state["upstream"]) if "upstream" in state else state
-        return super().__getattribute__(name)
-
-    def _forwarded(self, upstream: Any, name: str) -> Any:
-        """Upstream's instance data; any other name is a class attribute, looked up on the adapter's class:
-        upstream's functions, properties and lru_cache'd methods bound to the adapter."""
-        state = vars(upstream)
-        return state[name] if name in state else object.__getattribute__(self, name)
+            return own["upstream"].__dict__ if "upstream" in own else own
+        if name in own:
+            return own[name]
+        if "upstream" in own:  # (not while unpickling)
+            state = own["upstream"].__dict__
+            if name in state:
+                return state[name]
+        # a class attribute: upstream's functions, properties and lru_cache'd methods bound to the adapter
+        return object.__getattribute__(self, name)
 
     def __repr__(self) -> str:
         return f"{type(self).__mro__[1].__name__}(upstream={type(self.upstream).__name__}, the generic path)"

@@ -37,6 +37,9 @@ _PLANS = resizing.PlanCache()
 _FILTERS = {"BILINEAR": "bilinear", "BICUBIC": "bicubic", "LANCZOS": "lanczos"}
 # PIL.Image.Resampling values (transformers' PILImageResampling) the engine reproduces.
 _PIL_FILTERS = {2: "bilinear", 3: "bicubic", 1: "lanczos"}
+# Below this many pixels a PIL image is read as transformers reads it, less Pillow's convert (measured: a 64x64
+# image 22 us that way, 81 us through Pillow's Arrow export and the copy kernel; 224x224: 293 us against 99 us).
+SMALL_IMAGE = 128 * 128
 
 
 def _output_size(size: object, height: int, width: int) -> tuple[int, int] | str:
@@ -115,6 +118,8 @@ def pil_pixels(image: object) -> torch.Tensor | str:
         return f"a PIL image in mode {image.mode}{keyed} (served: RGB)"
     if 0 in image.size:
         return "an empty PIL image"
+    if image.width * image.height < SMALL_IMAGE:  # Pillow's export costs more than its copy saves
+        return torch.from_numpy(np.array(image)).permute(2, 0, 1).contiguous()
     view = images.pil_to_chw(image, convert_rgb=False)
     return _resized(view[None], tuple(view.shape[-2:]), "bilinear", "torchvision")[0]  # an exact copy
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 CLASSES = ["LlavaNextImageProcessor", "Gemma4ImageProcessor", "Lfm2VlImageProcessor", "Cohere2VisionImageProcessor"]
-SIZES = {"1080p": (1080, 1920), "12 MP": (3024, 4032)}
+SIZES = {"small": (224, 224), "VGA": (480, 640), "1080p": (1080, 1920), "12 MP": (3024, 4032)}
 
 
 def largest_difference(got, expected) -> float:
@@ -30,6 +30,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--classes", default=",".join(CLASSES))
+    parser.add_argument("--sizes", default=",".join(SIZES), help=f"of {list(SIZES)}")
     args = parser.parse_args()
 
     import transformers
@@ -44,7 +45,8 @@ def main() -> None:
     for name in args.classes.split(","):
         upstream = getattr(transformers, name)()
         adapter = FusedHFGenericImageProcessor(upstream)
-        for label, (height, width) in SIZES.items():
+        for label in args.sizes.split(","):
+            height, width = SIZES[label]
             rng = np.random.default_rng(height)
             image = Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
             times = {"transformers": [], "generic": []}
