@@ -12,6 +12,7 @@ reason, through the adapter's _handed_back):
   TorchvisionBackend.resize   uint8 [..., C, H, W] CPU tensors, antialiased bilinear / bicubic / lanczos: the
                               resample engine's "torchvision" reference (torch's own CPU uint8 kernel, bit
                               for bit; on another device transformers runs that device's kernel: its own);
+  PilBackend.process_image    an RGB PIL image: np.array of it, channels first, without Pillow's convert copy;
   PilBackend.resize           uint8 [3, H, W] arrays, bilinear / bicubic / lanczos, no reducing_gap: the
                               engine's "pil" reference (the installed Pillow's pass order).
 Anything else (a float input, antialias=False, nearest, LANCZOS where transformers falls back to BICUBIC, a
@@ -123,6 +124,15 @@ def pil_pixels(image: object) -> torch.Tensor | str:
     return _resized(view[None], tuple(view.shape[-2:]), "bilinear", "torchvision")[0]  # an exact copy
 
 
+def pil_array(image: object) -> np.ndarray | str:
+    """PilBackend.process_image's array for a PIL image (np.array of its RGB conversion, channels moved first):
+    the same [3, H, W] view of one copy, without the conversion's own copy of an image already RGB."""
+    if image.mode != "RGB" or image.info.get("transparency") is not None:
+        keyed = " with a transparency key" if image.info.get("transparency") is not None else ""
+        return f"a PIL image in mode {image.mode}{keyed} (served: RGB)"
+    return np.moveaxis(np.array(image), -1, 0)
+
+
 def torchvision_resize(image: object, size: object, resample: object, antialias: object) -> torch.Tensor | str:
     """TorchvisionBackend.resize's result, or why it is the backend's to compute."""
     if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8:
@@ -192,7 +202,17 @@ class TorchvisionPrimitives:
 
 
 class PilPrimitives:
-    """PilBackend's resize, served by the package or handed to the backend's; `self` is the adapter."""
+    """PilBackend's process_image and resize, served by the package or handed to the backend's; `self` is the
+    adapter."""
+
+    def process_image(self, image, do_convert_rgb=None, input_data_format=None, **kwargs):
+        if not images.is_pil(image):  # an array or a tensor: the backend's few views
+            return super().process_image(image, do_convert_rgb, input_data_format, **kwargs)
+        out = pil_array(image)
+        if isinstance(out, str):
+            self._handed_back(f"process_image: {out}")
+            return super().process_image(image, do_convert_rgb, input_data_format, **kwargs)
+        return out
 
     def resize(self, image, size, resample=None, reducing_gap=None, **kwargs):
         out = pil_resize(image, size, resample, reducing_gap)
