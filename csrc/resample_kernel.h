@@ -174,18 +174,10 @@ FIN_HOST_DEVICE float cv2_product(float a, float b) {
 
 FIN_HOST_DEVICE int64_t cv2_clamp_index(int64_t i, int64_t size) { return i < 0 ? 0 : i < size ? i : size - 1; }
 
-// Output index o's value of the horizontal pass over `row` (extent elements, `step` apart): a float32 sum, or
-// the exact int32 sum of the fixed-point taps (below 2^24 in magnitude, so exact as a float too).
-FIN_HOST_DEVICE float cv2_horizontal_value(const int32_t* plan, int64_t o, const uint8_t* row, int64_t step,
-                                           int64_t extent) {
-  const int64_t out_size = plan[PlanHeader::kOutSize];
-  o = o < out_size ? o : out_size - 1;
-  const int64_t size = plan[PlanHeader::kInSize] < extent ? plan[PlanHeader::kInSize] : extent;
-  const int64_t first = plan[PlanHeader::kSize + 2 * o];
-  const int32_t* c = plan + PlanHeader::kSize + 2 * out_size + cv2_cubic::kTaps * o;
-  float s[4];
-  for (int k = 0; k < 4; ++k) s[k] = static_cast<float>(row[cv2_clamp_index(first + k, size) * step]);
-  if (plan[PlanHeader::kPrecision] == 0) {
+// The horizontal sum of one output index's 4 tap values s with its plan coefficients c: a float32 sum, or the
+// exact int32 sum of the fixed-point taps (below 2^24 in magnitude, so exact as a float too).
+FIN_HOST_DEVICE float cv2_horizontal_sum(const float s[4], const int32_t* c, bool fixed) {
+  if (!fixed) {
     float v = cv2_product(s[0], bits_as_float(static_cast<uint32_t>(c[0])));
     for (int k = 1; k < 4; ++k) v = v + cv2_product(s[k], bits_as_float(static_cast<uint32_t>(c[k])));
     return v;
@@ -195,30 +187,19 @@ FIN_HOST_DEVICE float cv2_horizontal_value(const int32_t* plan, int64_t o, const
   return static_cast<float>(v);
 }
 
-// Output index o's value of the vertical pass over the first pass's rows (`column`: its element at row 0,
-// rows `row_stride` apart, row 0 being input index row_offset, `rows` of them); x: the element's place in its
-// row of row_len interleaved values (which of OpenCV's loops computes it).
-FIN_HOST_DEVICE float cv2_vertical_value(const int32_t* plan, int64_t o, const float* column, int64_t row_stride,
-                                         int64_t row_offset, int64_t rows, int64_t x, int64_t row_len) {
-  const int64_t out_size = plan[PlanHeader::kOutSize];
-  o = o < out_size ? o : out_size - 1;
-  const int64_t first = plan[PlanHeader::kSize + 2 * o];
-  const int32_t* c = plan + PlanHeader::kSize + 2 * out_size + cv2_cubic::kTaps * o;
-  float s[4];
-  for (int k = 0; k < 4; ++k) {
-    const int64_t r = cv2_clamp_index(first + k, plan[PlanHeader::kInSize]) - row_offset;
-    s[k] = column[cv2_clamp_index(r, rows) * row_stride];
-  }
-  if (plan[PlanHeader::kPrecision] == 0) {
+// The vertical sum of one element's 4 first-pass values s; simd: whether OpenCV's SIMD loop computes the element
+// (its place in the row below row_len / lanes * lanes: cv2_simd_lane).
+FIN_HOST_DEVICE float cv2_vertical_sum(const float s[4], const int32_t* c, bool fixed, bool simd) {
+  if (!fixed) {
     float b[4];
     for (int k = 0; k < 4; ++k) b[k] = bits_as_float(static_cast<uint32_t>(c[k]));
-    if (x < row_len / cv2_cubic::kFloatLanes * cv2_cubic::kFloatLanes) {
+    if (simd) {
       return cv2_product(s[0], b[0]) + (cv2_product(s[1], b[1]) + (cv2_product(s[2], b[2]) + cv2_product(s[3], b[3])));
     }
     return ((cv2_product(s[0], b[0]) + cv2_product(s[1], b[1])) + cv2_product(s[2], b[2])) + cv2_product(s[3], b[3]);
   }
   int32_t r = 0;
-  if (x < row_len / cv2_cubic::kFixedLanes * cv2_cubic::kFixedLanes) {
+  if (simd) {
     constexpr float kScale = 1.0f / static_cast<float>(1 << (2 * cv2_cubic::kCoefBits));
     float b[4];
     for (int k = 0; k < 4; ++k) b[k] = static_cast<float>(c[k]) * kScale;  // exact: a power of two
@@ -236,6 +217,43 @@ FIN_HOST_DEVICE float cv2_vertical_value(const int32_t* plan, int64_t o, const f
     r = static_cast<int32_t>(sum) >> (2 * cv2_cubic::kCoefBits);
   }
   return static_cast<float>(r < 0 ? 0 : r > 255 ? 255 : r);
+}
+
+// Whether OpenCV's vertical pass computes element x of a row of row_len interleaved values in its SIMD loop.
+FIN_HOST_DEVICE bool cv2_simd_lane(int64_t x, int64_t row_len, bool fixed) {
+  const int64_t lanes = fixed ? cv2_cubic::kFixedLanes : cv2_cubic::kFloatLanes;
+  return x < row_len / lanes * lanes;
+}
+
+// Output index o's value of the horizontal pass over `row` (extent elements, `step` apart).
+FIN_HOST_DEVICE float cv2_horizontal_value(const int32_t* plan, int64_t o, const uint8_t* row, int64_t step,
+                                           int64_t extent) {
+  const int64_t out_size = plan[PlanHeader::kOutSize];
+  o = o < out_size ? o : out_size - 1;
+  const int64_t size = plan[PlanHeader::kInSize] < extent ? plan[PlanHeader::kInSize] : extent;
+  const int64_t first = plan[PlanHeader::kSize + 2 * o];
+  float s[4];
+  for (int k = 0; k < 4; ++k) s[k] = static_cast<float>(row[cv2_clamp_index(first + k, size) * step]);
+  return cv2_horizontal_sum(s, plan + PlanHeader::kSize + 2 * out_size + cv2_cubic::kTaps * o,
+                            plan[PlanHeader::kPrecision] != 0);
+}
+
+// Output index o's value of the vertical pass over the first pass's rows (`column`: its element at row 0,
+// rows `row_stride` apart, row 0 being input index row_offset, `rows` of them); x: the element's place in its
+// row of row_len interleaved values (which of OpenCV's loops computes it).
+FIN_HOST_DEVICE float cv2_vertical_value(const int32_t* plan, int64_t o, const float* column, int64_t row_stride,
+                                         int64_t row_offset, int64_t rows, int64_t x, int64_t row_len) {
+  const int64_t out_size = plan[PlanHeader::kOutSize];
+  o = o < out_size ? o : out_size - 1;
+  const int64_t first = plan[PlanHeader::kSize + 2 * o];
+  float s[4];
+  for (int k = 0; k < 4; ++k) {
+    const int64_t r = cv2_clamp_index(first + k, plan[PlanHeader::kInSize]) - row_offset;
+    s[k] = column[cv2_clamp_index(r, rows) * row_stride];
+  }
+  const bool fixed = plan[PlanHeader::kPrecision] != 0;
+  return cv2_vertical_sum(s, plan + PlanHeader::kSize + 2 * out_size + cv2_cubic::kTaps * o, fixed,
+                          cv2_simd_lane(x, row_len, fixed));
 }
 
 // sx for output index o (the planner's and the host's bounds): float((o + 0.5) * scale - 0.5) floored, with
