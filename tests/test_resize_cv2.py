@@ -8,6 +8,8 @@ The reference is OpenCV's own implementation: on x86 the opencv-python wheels ha
 first (a closed-source backend whose results differ in the last bits, and by CPU), so the reference calls are
 made with cv2.ipp.setUseIPP(False), which is what every build without IPP (aarch64 wheels among them) runs."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -17,7 +19,10 @@ from test_resize import IDENTITY, PHOTOS, photo, to_chw
 
 from fused_input_norm import FusedInputNorm, resample_plan, resize_affine_out
 
-cv2 = pytest.importorskip("cv2", reason="opencv-python-headless is not installed")
+# Skipped, not failed, without OpenCV; tests/test_resize_emulation.py imports opencv() from here.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("cv2") is None, reason="opencv-python-headless is not installed"
+)
 
 FILTERS = ["cv2_cubic", "cv2_cubic_f32"]
 
@@ -25,6 +30,7 @@ FILTERS = ["cv2_cubic", "cv2_cubic_f32"]
 def opencv(hwc: np.ndarray, size, resample: str) -> torch.Tensor:
     """cv2.resize(..., INTER_CUBIC) of the uint8 image (cv2_cubic) or of the image as float32 (cv2_cubic_f32),
     with OpenCV's own code (IPP off, restored after): float32 [C, h, w]."""
+    cv2 = pytest.importorskip("cv2", reason="opencv-python-headless is not installed")
     image = hwc.astype(np.float32) if resample == "cv2_cubic_f32" else np.ascontiguousarray(hwc)
     previous = cv2.ipp.useIPP()
     cv2.ipp.setUseIPP(False)

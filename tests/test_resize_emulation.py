@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from test_resize import TORCH_LANCZOS
+from test_resize_cv2 import opencv
 
 from fused_input_norm.resize import pil_rule, vertical_first
 
@@ -240,19 +241,6 @@ def test_cpu_kernels_equal_pillow_and_torchvision(emulator, tmp_path, resample):
     assert not any(differing.values()), {k: v for k, v in differing.items() if v}
 
 
-def opencv(image_hwc, size, resample):
-    """cv2.resize(..., INTER_CUBIC) with OpenCV's own code (IPP off: see tests/test_resize_cv2.py), [C, h, w]."""
-    cv2 = pytest.importorskip("cv2", reason="opencv-python-headless is not installed")
-    image = image_hwc.astype(np.float32) if resample == "cv2_cubic_f32" else np.ascontiguousarray(image_hwc)
-    previous = cv2.ipp.useIPP()
-    cv2.ipp.setUseIPP(False)
-    try:
-        resized = cv2.resize(image, (size[1], size[0]), interpolation=cv2.INTER_CUBIC)
-    finally:
-        cv2.ipp.setUseIPP(previous)
-    return resized.reshape(*size, image_hwc.shape[2]).transpose(2, 0, 1).astype(np.float32)
-
-
 @pytest.mark.parametrize("resample", ["cv2_cubic", "cv2_cubic_f32"])
 def test_emulated_and_cpu_kernels_equal_opencv(emulator, tmp_path, resample):
     """OpenCV's INTER_CUBIC (resample_kernel.h's cv2 functions): the GPU per-thread code (the float32 first pass,
@@ -281,11 +269,11 @@ def test_emulated_and_cpu_kernels_equal_opencv(emulator, tmp_path, resample):
         for i, (image, size, planar) in enumerate(cases):
             got = emulate(emulator, tmp_path, image, size, resample, "pil", threads=7 if cap else 37, cpu=cap,
                           planar=planar)  # fmt: skip
-            differing[(cap, i)] = int((got != opencv(image, size, resample)).sum())
+            differing[(cap, i)] = int((got != opencv(image, size, resample).numpy()).sum())
         image, size, crop, pad = PHOTOS["coffee"], (150, 200), (10, 20, 120, 170), (140, 180, 4, 6, 255)
         got = emulate(emulator, tmp_path, image, size, resample, "pil", crop=crop, threads=32, pad=pad, cpu=cap)
         top, left, h, w = crop
         differing[(cap, "pad")] = int(
-            (got != padded(opencv(image, size, resample)[:, top : top + h, left : left + w], pad)).sum()
+            (got != padded(opencv(image, size, resample).numpy()[:, top : top + h, left : left + w], pad)).sum()
         )
     assert not any(differing.values()), {k: v for k, v in differing.items() if v}
