@@ -4,7 +4,20 @@ plugin all read."""
 
 from types import ModuleType
 
-from . import clip, gemma3, glm4v, got_ocr2, idefics3, internvl_chat, llama4, llava_onevision, pixtral, qwen2_vl, siglip
+from . import (
+    clip,
+    deepseek_ocr,
+    gemma3,
+    glm4v,
+    got_ocr2,
+    idefics3,
+    internvl_chat,
+    llama4,
+    llava_onevision,
+    pixtral,
+    qwen2_vl,
+    siglip,
+)
 from .base import Job, Plan
 
 FAMILIES: dict[str, ModuleType] = {
@@ -21,6 +34,7 @@ FAMILIES: dict[str, ModuleType] = {
         pixtral,
         llama4,
         idefics3,
+        deepseek_ocr,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that
