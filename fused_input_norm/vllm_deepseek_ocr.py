@@ -27,7 +27,7 @@ import logging
 import torch
 
 from .families import deepseek_ocr
-from .vllm_internvl import _HandedBack, _processor, digest, moved
+from .vllm_internvl import HandedBack, digest, moved, pil_processor
 
 MODULE = "vllm.transformers_utils.processors.deepseek_ocr"
 UNLIMITED_MODULE = "vllm.transformers_utils.processors.unlimited_ocr"
@@ -96,7 +96,7 @@ def serve(log: logging.Logger) -> str:
         subclass = getattr(unlimited, name, None)
         if subclass is not None and method in vars(subclass) and digest(getattr(subclass, method)) == expected:
             resize_first[subclass] = first
-    handed_back = _HandedBack(log)
+    handed_back = HandedBack(log)
     signature = inspect.signature(original)
 
     @functools.wraps(original)
@@ -168,4 +168,4 @@ def _served(original, upstream, resize_first: dict, call: dict) -> tuple | str:
 
 def _run(config: dict, images: list) -> dict:
     items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items()))
-    return _processor(items)(images)
+    return pil_processor(items)(images)

@@ -61,6 +61,7 @@ def on_off_tested() -> dict[str, set[str]]:
             videos.add(config.video_kind_of({"video_processor_type": name}))
     if "internvl_chat" in run:  # vLLM's own InternVL processor: served by vllm_internvl
         images.add("vllm_internvl")
+    images.add("vllm_deepseek_ocr")  # tests/test_vllm_deepseek_ocr.py: vLLM's own DeepSeek-OCR processor
     images.add("qwen2_vl")  # tests/test_vllm_processor.py: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
     for model in test_vllm_processor.MODELS:
         videos.add("qwen3_vl" if model == "qwen3_vl" else "qwen2_vl")
