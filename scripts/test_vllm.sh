@@ -6,7 +6,7 @@
 # tests/test_vllm_server.py (the server's request path), tests/test_vllm_hostile.py (hostile per-request
 # kwargs, plugin on vs off: ~40 s) and tests/test_vllm_reach.py (scripts/vllm_reach.py's table against the
 # installed registry, ~20 s), tests/test_vllm_deepseek_ocr.py (vLLM's own DeepSeek-OCR processor: DeepSeek-OCR,
-# -2, Unlimited-OCR / -2 plugin on vs off, ~110 s on a shared 2-core machine); ~12 min.
+# -2, Unlimited-OCR / -2 plugin on vs off, 108-136 s on a shared 2-core machine); ~12 min.
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
 # loader and multimodal processors needs (at the versions it asks for; transformers' Mistral backend needs

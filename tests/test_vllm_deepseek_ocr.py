@@ -166,8 +166,9 @@ def test_served_only_as_vllm_0_34_writes_it(monkeypatch):
 
 
 def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, caplog):
-    """A subclass it does not know and a mean that is not one grey: vLLM's own outputs; an RGBA image: vLLM's
-    own error (its Normalize of 4 channels); each reason logged once."""
+    """A subclass it does not know, a mean that is not one grey and a 1 x 3000 image (Pillow pads it as a blank
+    canvas): vLLM's own outputs; an RGBA image: vLLM's own error (its Normalize of 4 channels); each reason
+    logged once."""
     import numpy as np
     import torch
     from PIL import Image
@@ -183,7 +184,9 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, caplog):
         pass
 
     others = [Other(upstream.tokenizer), module.DeepseekOCRProcessor(upstream.tokenizer, image_mean=(0.5, 0.4, 0.3))]
-    expected = [p(prompt="<image> describe", images=[rgb]) for p in others]
+    line = Image.fromarray(photo(1, 3000, 5))
+    cases = [(others[0], rgb), (others[1], rgb), (upstream, line)]
+    expected = [p(prompt="<image> describe", images=[i]) for p, i in cases]
     monkeypatch.setattr(
         module.DeepseekOCRProcessor, "tokenize_with_images", module.DeepseekOCRProcessor.tokenize_with_images
     )
@@ -191,14 +194,15 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, caplog):
     assert hasattr(module.DeepseekOCRProcessor.tokenize_with_images, "fused_input_norm_wrapped")
     with caplog.at_level(logging.INFO, logger="test"):
         for _ in range(2):
-            for p, want in zip(others, expected, strict=True):
-                got = p(prompt="<image> describe", images=[rgb])
+            for (p, image), want in zip(cases, expected, strict=True):
+                got = p(prompt="<image> describe", images=[image])
                 assert all(torch.equal(got[k], want[k]) for k in want), list(want)
             with pytest.raises(RuntimeError, match="must match the size"):
                 upstream(prompt="<image> describe", images=[rgba])
     reasons = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
-    assert len(reasons) == 3, reasons
-    assert "Other" in reasons[0] and "not one grey" in reasons[1] and "RGBA" in reasons[2], reasons
+    assert len(reasons) == 4, reasons
+    assert "Other" in reasons[0] and "not one grey" in reasons[1] and "empty image" in reasons[2], reasons
+    assert "RGBA" in reasons[3], reasons
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import torch
 
-from ..checks import is_int, positive_int
+from ..checks import positive_int
 from . import got_ocr2, internvl_chat
 from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, Stage, side
 
@@ -41,14 +41,7 @@ DEFAULTS = {
 
 
 def settings(config: Mapping, get, where: str) -> dict:
-    size = config.get("size", DEFAULTS["size"])
-    if is_int(size):
-        size = {"height": size, "width": size}
-    if not isinstance(size, Mapping) or set(size) != {"height", "width"} or size["height"] != size["width"]:
-        raise ValueError(
-            f"{where}: a DeepSeek-OCR size is one square tile side, {{'height': S, 'width': S}}, got {size!r}"
-        )
-    tile = side(where, "size['height']", size["height"])
+    tile = internvl_chat.square_tile(config, DEFAULTS["size"], where, "DeepSeek-OCR")
     options = {"base_size": side(where, "base_size", get("base_size"))}
     options["max_crops"] = positive_int(where, "max_crops", get("max_crops"))
     for key in ("cropping", "resize_first"):
