@@ -84,7 +84,7 @@ def serve(log: logging.Logger) -> str:
         module = importlib.import_module(MODULE)
     except ImportError as e:
         return f"vLLM's InternVL processors stay vLLM's: this vLLM has no {MODULE} ({e})"
-    handed_back = _HandedBack(log)
+    handed_back = HandedBack(log)
     said = [
         _wrap(module, CLASS, "images", IMAGES, _serve_images, handed_back),
         _wrap(module, VIDEO_CLASS, "videos", VIDEOS, _serve_videos, handed_back),
@@ -183,7 +183,7 @@ def _run(module, upstream, images: list, tiles: dict, kwargs: dict) -> dict | st
     }
     try:
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items()))
-        return _processor(items)(images)
+        return pil_processor(items)(images)
     except (TypeError, ValueError) as e:
         return str(e)
 
@@ -195,12 +195,14 @@ def _batch(data: dict, kwargs: dict) -> object:
 
 
 @functools.lru_cache(maxsize=8)  # one per distinct config (per-request tile bounds), least recently used out
-def _processor(items: tuple) -> FusedImageProcessor:
+def pil_processor(items: tuple) -> FusedImageProcessor:
+    """FusedImageProcessor (CPU, reference "pil") for a config given as sorted (key, value) items, lists as
+    tuples; vLLM's own processors' modules share it."""
     config = {key: list(value) if isinstance(value, tuple) else value for key, value in items}
     return FusedImageProcessor.from_preprocessor_config(config, device=torch.device("cpu"), reference="pil")
 
 
-class _HandedBack:
+class HandedBack:
     """Logs why vLLM's code serves a call, once per reason (at most MAX_LOGGED_REASONS of them)."""
 
     def __init__(self, log: logging.Logger):

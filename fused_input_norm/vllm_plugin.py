@@ -18,7 +18,8 @@ stay with transformers; one log line per model says which processor serves its i
 where it is transformers'. The models whose vLLM processing builds its transformers processor itself (OpenCUA,
 LLaVA-OneVision-2, BAGEL: BUILT_ELSEWHERE) are reached by wrapping their processing info class's
 get_hf_processor when vLLM imports their module. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
-served by vllm_internvl, with its own log line.
+served by vllm_internvl, vLLM's own DeepSeek-OCR processor (DeepSeek-OCR, -2, Unlimited-OCR) by
+vllm_deepseek_ocr, each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -37,7 +38,7 @@ import os
 
 import torch
 
-from . import build_info, ops, vllm_internvl
+from . import build_info, ops, vllm_deepseek_ocr, vllm_internvl
 from .hf_adapter import (
     FusedHFGenericImageProcessor,
     FusedHFGenericVideoProcessor,
@@ -109,6 +110,7 @@ def register_image_processor() -> None:
     if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
         return
     _say_once(("internvl",), "fused_input_norm: %s", vllm_internvl.serve(logger))
+    _say_once(("deepseek_ocr",), "fused_input_norm: %s", vllm_deepseek_ocr.serve(logger))
 
     @functools.wraps(original)
     def cached_processor_from_config(model_config, *args, **kwargs):

@@ -6,8 +6,9 @@ vLLM's own hashing of the image (its processor-cache key) is reported apart.
     .venv-vllm/bin/python scripts/bench_vllm.py [--models qwen2_vl,glm4v,...] [--repeats N] [--rounds R]
 
 --models: qwen2_vl (the default; both max_pixels settings) and any model of tests/test_vllm_families.py
-(its tiny model directories: the architectures the plugin serves by their image processor), each with its
-checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+(its tiny model directories: the architectures the plugin serves by their image processor) and of
+tests/test_vllm_deepseek_ocr.py (deepseek_ocr, deepseek_ocr2, unlimited_ocr, unlimited_ocr2: vLLM's own
+processor, served in its class), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
@@ -54,6 +55,7 @@ def vllm_processor(
 def models() -> dict:
     """name -> (write(model_dir), image placeholder, device-normalize setting, trust_remote_code, per-request
     kwarg settings): Qwen2-VL with its two max_pixels, and every model of tests/test_vllm_families.py."""
+    import test_vllm_deepseek_ocr as deepseek_ocr
     import test_vllm_families as families  # imports pytest: only where the bench runs
 
     table = {"qwen2_vl": (lambda d: write_model(d, "qwen2_vl"), IMAGE, True, False, MAX_PIXELS)}
@@ -62,6 +64,8 @@ def models() -> dict:
             continue
         _, placeholder, normalize, _ = families.MODELS[name]
         table[name] = (families.WRITERS[name], placeholder, normalize[0], name.startswith("internvl_chat"), [None])
+    for name in deepseek_ocr.MODELS:  # vLLM's own DeepSeek-OCR processor (vllm_deepseek_ocr)
+        table[name] = (lambda d, name=name: deepseek_ocr.write_model(d, name), "<image>", None, False, [None])
     return table
 
 
@@ -73,7 +77,8 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
     _, placeholder, normalize, remote, settings = models()[model]
     device_normalize = False if float_path and normalize else normalize
     processor, prompt = vllm_processor(model_dir, device_normalize, placeholder, remote)
-    image_processor = processor.info.get_hf_processor().image_processor
+    hf_processor = processor.info.get_hf_processor()
+    image_processor = getattr(hf_processor, "image_processor", hf_processor)  # DeepSeek-OCR's has none apart
     # The adapter's type carries transformers' class name (it stands in for it): its repr says it is the adapter.
     results = {
         "class": repr(image_processor) if hasattr(image_processor, "upstream") else type(image_processor).__name__

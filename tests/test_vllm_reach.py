@@ -61,6 +61,7 @@ def on_off_tested() -> dict[str, set[str]]:
             videos.add(config.video_kind_of({"video_processor_type": name}))
     if "internvl_chat" in run:  # vLLM's own InternVL processor: served by vllm_internvl
         images.add("vllm_internvl")
+    images.add("vllm_deepseek_ocr")  # tests/test_vllm_deepseek_ocr.py: vLLM's own DeepSeek-OCR processor
     images.add("qwen2_vl")  # tests/test_vllm_processor.py: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
     import test_vllm_copies  # the copies (CohereCompass, GLM-OCR, PaddleOCR-VL) and OpenCUA's, BAGEL's
 

@@ -6,6 +6,7 @@ from types import ModuleType
 
 from . import (
     clip,
+    deepseek_ocr,
     ernie4_5_vl,
     gemma3,
     glm4v,
@@ -37,6 +38,7 @@ FAMILIES: dict[str, ModuleType] = {
         idefics3,
         ernie4_5_vl,
         paddleocr_vl,
+        deepseek_ocr,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that

@@ -36,15 +36,18 @@ DEFAULTS = {
 }
 
 
-def settings(config: Mapping, get, where: str) -> dict:
-    size = config.get("size", DEFAULTS["size"])
+def square_tile(config: Mapping, default: Mapping, where: str, family: str) -> int:
+    """The side of the square tile that config's size (an int, or {'height': S, 'width': S}) names."""
+    size = config.get("size", default)
     if is_int(size):
         size = {"height": size, "width": size}
     if not isinstance(size, Mapping) or set(size) != {"height", "width"} or size["height"] != size["width"]:
-        raise ValueError(
-            f"{where}: an InternVL size is one square tile side, {{'height': S, 'width': S}}, got {size!r}"
-        )
-    tile = side(where, "size['height']", size["height"])
+        raise ValueError(f"{where}: {family}'s size is one square tile side, {{'height': S, 'width': S}}, got {size!r}")
+    return side(where, "size['height']", size["height"])
+
+
+def settings(config: Mapping, get, where: str) -> dict:
+    tile = square_tile(config, DEFAULTS["size"], where, "InternVL")
     low = positive_int(where, "min_dynamic_patch", get("min_dynamic_patch"))
     high = positive_int(where, "max_dynamic_patch", get("max_dynamic_patch"))
     if low > high:
