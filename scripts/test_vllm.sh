@@ -17,7 +17,8 @@
 # loguru; transformers' SmolVLMProcessor refuses to build without num2words), and none of its GPU
 # kernel packages (flashinfer, cutlass-dsl, tilelang, ...). This package is installed as users install it, not editable, so vLLM finds
 # the plugin through real entry-point metadata.
-#   VENV=.venv-vllm  FUSED_INPUT_NORM_FORCE_CPU=1 (as for setup.py)  extra arguments go to pytest
+#   VENV=.venv-vllm  FUSED_INPUT_NORM_FORCE_CPU=1 (as for setup.py)  WHEEL=<a built wheel> installs it instead of
+#   building this tree (CI: step 3's wheel)  extra arguments go to pytest
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VENV=${VENV:-.venv-vllm}
@@ -41,8 +42,12 @@ pip_install --no-deps vllm==0.34.0 "llguidance>=1.7.0,<1.8.0" xgrammar==0.2.8 ap
   lm-format-enforcer==0.11.3 compressed-tensors==0.17.0 "mistral_common>=1.13.0" "opencv-python-headless>=4.13.0" numba==0.65.0
 echo "vllm environment ready in $(( $(date +%s) - start )) s"
 start=$(date +%s)
-pip_install --no-build-isolation --no-deps --force-reinstall .
-echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
+if [ -n "${WHEEL:-}" ]; then  # CI: step 3's wheel (the extension is not compiled a second time)
+  pip_install --no-deps --force-reinstall "$WHEEL"
+else
+  pip_install --no-build-isolation --no-deps --force-reinstall .
+fi
+echo "fused_input_norm installed in $(( $(date +%s) - start )) s"
 # From outside the source tree, so the installed copy is the one imported.
 (cd / && "$VENV/bin/python" -c "import fused_input_norm as f; assert 'site-packages' in f.__file__, f.__file__; print('installed:', f.__file__, f.build_info())")
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
