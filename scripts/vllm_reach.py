@@ -375,7 +375,7 @@ def generic_tested() -> dict[str, dict[str, str]]:
     finally:
         sys.path.remove(str(TESTS))
     out = {"images": {}, "videos": {}}
-    for model, spec in tested.MODELS.items():
+    for model, spec in tested.MODELS.items():  # (where a family has landed, the family's row wins anyway)
         why = tested.UNSERVED.get(model, "")
         if why:
             why = f"the generic path stands in, but none of its primitives runs ({why})"

@@ -43,12 +43,31 @@ MINICPM_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>"
 MINICPM_TOKENS |= {"image_end_token": "</image>", "slice_start_token": "<slice>", "slice_end_token": "</slice>"}
 MINICPM_TOKENS |= {"image_id_start_token": "<image_id>", "image_id_end_token": "</image_id>"}
 MINICPM_IDS = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>"}
+MINICPM_V4_7_IDS = {"image_start_id": "<image>", "image_end_id": "</image>", "slice_start_id": "<slice>"}
+MINICPM_V4_7_IDS |= {"slice_end_id": "</slice>", "newline_id": "\n"}
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 IMAGE_VIDEO_BOUNDS = ["<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>"]
 MOLMO2_SPECIAL = ["<|endoftext|>", "<|im_end|>", "<im_start>", "<im_end>", "<im_patch>", "<im_col>", "<im_low>"]
 MOLMO2_SPECIAL += ["<low_res_im_start>", "<frame_start>", "<frame_end>", "<|image|>", "<|video|>"]
 MUSE_SPECIAL = ["<|begin_of_text|>", "<|eot|>", "<|image_start|>", "<|image_end|>", "<|patch|>", "<|vid_start|>"]
 MUSE_SPECIAL += ["<|vid_end|>", "<|vid_frame_separator|>", "<|video|>"]
+
+
+def minicpm(name: str, processors: str, ids: dict | None = None) -> dict:
+    """A MiniCPM model's entry (MODELS): `name` its architecture's, config's and processor's prefix, `processors`
+    its image and video processors'."""
+    return dict(
+        arch=f"{name}ForConditionalGeneration",
+        config=f"{name}Config",
+        processor=f"{name}Processor",
+        image=f"{processors}ImageProcessor",
+        video=f"{processors}VideoProcessor",
+        special=["<|endoftext|>", "<|im_end|>", "\n"],
+        named=MINICPM_TOKENS,
+        ids=MINICPM_IDS | (ids or {}),
+        kwargs={"max_slice_nums": 2},
+    )
+
 
 # model -> how its directory is written and run:
 #   arch: the architecture; config / processor / image / video / feature: transformers' classes (video and the
@@ -151,7 +170,7 @@ MODELS = {
         | {"image_start_token_id": "<|begin_of_image|>", "image_end_token_id": "<|end_of_image|>"}
         | {"video_start_token_id": "<|begin_of_video|>", "video_end_token_id": "<|end_of_video|>"},
         normalize=(True, False),
-        kwargs={"size": {"shortest_edge": 12544, "longest_edge": 200704}},
+        kwargs={"max_image_tokens": 256},
     ),
     "lfm2_vl": dict(
         arch="Lfm2VlForConditionalGeneration",
@@ -164,41 +183,10 @@ MODELS = {
         ids={"image_token_id": "<image>"},
         kwargs={"do_image_splitting": False},
     ),
-    "minicpm_ocr": dict(
-        arch="MiniCPMOcrForConditionalGeneration",
-        config="MiniCPMOcrConfig",
-        processor="MiniCPMOcrProcessor",
-        image="MiniCPMOcrImageProcessor",
-        video="MiniCPMOcrVideoProcessor",
-        special=["<|endoftext|>", "<|im_end|>", "\n"],
-        named=MINICPM_TOKENS,
-        ids=MINICPM_IDS,
-        kwargs={"max_slice_nums": 2},
-    ),
-    "minicpmv4_6": dict(
-        arch="MiniCPMV4_6ForConditionalGeneration",
-        config="MiniCPMV4_6Config",
-        processor="MiniCPMV4_6Processor",
-        image="MiniCPMV4_6ImageProcessor",
-        video="MiniCPMV4_6VideoProcessor",
-        special=["<|endoftext|>", "<|im_end|>", "\n"],
-        named=MINICPM_TOKENS,
-        ids=MINICPM_IDS,
-        kwargs={"max_slice_nums": 2},
-    ),
-    "minicpmv4_7": dict(
-        arch="MiniCPMV4_7ForConditionalGeneration",
-        config="MiniCPMV4_7Config",
-        processor="MiniCPMV4_7Processor",
-        image="MiniCPMV4_6ImageProcessor",
-        video="MiniCPMV4_6VideoProcessor",
-        special=["<|endoftext|>", "<|im_end|>", "\n"],
-        named=MINICPM_TOKENS,
-        ids=MINICPM_IDS
-        | {"image_start_id": "<image>", "image_end_id": "</image>", "slice_start_id": "<slice>"}
-        | {"slice_end_id": "</slice>", "newline_id": "\n"},
-        kwargs={"max_slice_nums": 2},
-    ),
+    "minicpm_ocr": minicpm("MiniCPMOcr", "MiniCPMOcr"),
+    "minicpmv4_6": minicpm("MiniCPMV4_6", "MiniCPMV4_6"),
+    # MiniCPM-V 4.7 holds 4.6's image and video processors; vLLM's model reads its boundary tokens' ids
+    "minicpmv4_7": minicpm("MiniCPMV4_7", "MiniCPMV4_6", MINICPM_V4_7_IDS),
     "molmo2": dict(
         arch="Molmo2ForConditionalGeneration",
         config="Molmo2Config",
@@ -223,7 +211,7 @@ MODELS = {
         video_kwargs={"return_metadata": True},  # as Cosmos3-Edge's: its video prompt needs the metadata
         special=MUSE_SPECIAL,
         ids={"image_token_id": "<|patch|>", "video_token_id": "<|video|>"},
-        kwargs={"size": {"shortest_edge": 65536, "longest_edge": 262144}},
+        kwargs={"max_image_tokens": 256},
     ),
 }
 
@@ -250,6 +238,25 @@ NO_VIDEOS = {
     "minicpm_ocr": "vLLM 0.34.0 passes disable_small_image_upsize to transformers 5.22's MiniCPMOcrVideoProcessor, "
     "which refuses it (TypeError), plugin on or off",
 }
+
+
+def family_of(model: str, video: bool = False) -> str | None:
+    """The family module that serves the model's image (video) processor, where one has landed: a family wins
+    over the generic path, so the plugin's side then holds the family's adapter (FusedHFImageProcessor /
+    FusedHFVideoProcessor) and the comparison still runs."""
+    from fused_input_norm import config
+
+    if video:
+        return config.video_kind_of({"video_processor_type": MODELS[model]["video"]})
+    return config.kind_of({"image_processor_type": MODELS[model]["image"]})
+
+
+def generic_serves(model: str, video: bool = False) -> bool:
+    """Whether the generic path serves the model's images (videos) here: no family, its primitives run (not
+    UNSERVED), and (videos) they are compared (not NO_VIDEOS)."""
+    if video and ("video" not in MODELS[model] or model in NO_VIDEOS):
+        return False
+    return family_of(model, video) is None and model not in UNSERVED
 
 
 def write_model(path: str, model: str) -> None:
@@ -294,7 +301,8 @@ def requests(model: str, image: str, several: bool):
     batch = [Image.fromarray(photo(h, w, 20 + i)) for i, (h, w) in enumerate([(480, 640), (720, 1280)])]
     if several:
         out.append(("batch", f"{image} and {image} compare", batch, {}))
-    out.append(("kwargs", f"{image} describe", batch[1:], MODELS[model]["kwargs"]))
+    out.append(("720x1280", f"{image} describe", batch[1:], {}))
+    out.append(("kwargs", f"{image} describe", batch[1:], MODELS[model]["kwargs"]))  # the same, with the kwarg
     return out
 
 
@@ -418,25 +426,33 @@ def test_same_outputs_plugin_on_and_off(sides, model, device_normalize):
     instances of transformers' classes) and ran the package's kernels for this model."""
     on, off = sides
     key = key_of(model, device_normalize)
-    assert on[key + "-class"] == "fused_input_norm.hf_adapter.FusedHFGenericImageProcessor", on[key + "-class"]
+    adapter = "FusedHFImageProcessor" if family_of(model) else "FusedHFGenericImageProcessor"
+    assert on[key + "-class"] == f"fused_input_norm.hf_adapter.{adapter}", on[key + "-class"]
     assert off[key + "-class"].startswith("transformers."), off[key + "-class"]
     assert on[key + "-isinstance"] and off[key + "-isinstance"]
     if "video" in MODELS[model]:
-        assert on[key + "-video-class"] == "fused_input_norm.hf_adapter.FusedHFGenericVideoProcessor"
+        adapter = "FusedHFVideoProcessor" if family_of(model, video=True) else "FusedHFGenericVideoProcessor"
+        assert on[key + "-video-class"] == f"fused_input_norm.hf_adapter.{adapter}", on[key + "-video-class"]
         assert off[key + "-video-class"].startswith("transformers."), off[key + "-video-class"]
         assert on[key + "-video-isinstance"] and off[key + "-video-isinstance"]
     names = on[key + "-requests"]
-    assert names == off[key + "-requests"] and len(names) >= 7, names
+    assert names == off[key + "-requests"] and len(names) >= 8, names
     assert ("video-8x180x320" in names) == ("video" in MODELS[model] and model not in NO_VIDEOS), names
     for name in names:
         got, expected = on[f"{key}-{name}"], off[f"{key}-{name}"]
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
             assert got[field] == expected[field], f"{name}: {field}"
         assert_same_tensors(name, got["tensors"], expected["tensors"])
+    # the per-request kwarg reached the processor: the same image without it comes out otherwise
+    plain, with_kwarg = off[f"{key}-720x1280"], off[f"{key}-kwargs"]
+    shapes = [[tuple(t.shape) for t in item.values()] for item in with_kwarg["tensors"]]
+    assert plain["prompt_token_ids"] != with_kwarg["prompt_token_ids"] or shapes != [
+        [tuple(t.shape) for t in item.values()] for item in plain["tensors"]
+    ], MODELS[model]["kwargs"]
     kernels = on[key + "-kernels"]
-    if model in UNSERVED:
+    if model in UNSERVED and not family_of(model):
         assert kernels == {"resize": 0, "normalize": 0}, (UNSERVED[model], kernels)
-    else:
+    elif generic_serves(model) or generic_serves(model, video=True):
         assert sum(kernels.values()) > 0, kernels
 
 
@@ -449,6 +465,8 @@ def test_no_call_handed_back_and_the_log_names_the_generic_path(sides):
     handed_back = {line.split("fused_input_norm: ", 1)[1] for line in on["log"] if "serves this call" in line}
     assert handed_back == expected, handed_back
     for model, spec in MODELS.items():
+        if family_of(model):  # the family's line, checked as test_vllm_families checks its models'
+            continue
         lines = [line for line in on["log"] if f"'{spec['arch']}'" in line and "the generic path serves" in line]
         assert lines and all(f"transformers' {spec['image']}" in line for line in lines), (model, on["log"])
         assert not any(f"'{spec['arch']}'" in line for line in off["log"]), off["log"]
