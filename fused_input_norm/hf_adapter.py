@@ -659,18 +659,18 @@ class _GenericAdapter(_Adapter):
         super().__init__(upstream, reference_of(upstream), log)
 
     def __getattribute__(self, name: str) -> Any:
+        # Python's own lookup over two instance dicts, the adapter's few names first, then upstream's: upstream's
+        # code reads its attributes here tens of times a call, so this stays one short function.
+        own = object.__getattribute__(self, "__dict__")
         if name == "__dict__":  # upstream's state, which its code reads as self.__dict__ (to_dict)
-            state = object.__getattribute__(self, "__dict__")
-            return vars(state["upstream"]) if "upstream" in state else state
-        if name in type(self)._adapter_names or (name.startswith("__") and name.endswith("__")):
-            return object.__getattribute__(self, name)
-        state = object.__getattribute__(self, "__dict__")
-        if "upstream" not in state:  # half built (while unpickling): nothing to forward to yet
-            raise AttributeError(name)
-        upstream_state = vars(state["upstream"])
-        if name in upstream_state:
-            return upstream_state[name]
-        # A class attribute: upstream's functions, properties and lru_cache'd methods bound to the adapter
+            return own["upstream"].__dict__ if "upstream" in own else own
+        if name in own:
+            return own[name]
+        if "upstream" in own:  # (not while unpickling)
+            state = own["upstream"].__dict__
+            if name in state:
+                return state[name]
+        # a class attribute: upstream's functions, properties and lru_cache'd methods bound to the adapter
         return object.__getattribute__(self, name)
 
     def __repr__(self) -> str:
@@ -701,9 +701,12 @@ def stand_in(processor: object, attribute: str, what: str, adapter: type, why_no
         return None
     name = type(upstream).__name__
     reason = why_not(upstream)
-    if reason is not None and adapter in GENERIC and unsupported_generic(upstream) is None:
-        adapter, family_reason = GENERIC[adapter], reason
-        reason = None
+    if reason is not None and adapter in GENERIC:
+        generic_reason = unsupported_generic(upstream)
+        if generic_reason is None:
+            adapter, family_reason, reason = GENERIC[adapter], reason, None
+        else:  # the broader refusal: what keeps the generic path out keeps every family out too
+            reason = generic_reason
     if reason is None:
         try:
             setattr(processor, attribute, adapter(upstream, log))

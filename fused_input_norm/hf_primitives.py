@@ -6,8 +6,12 @@ its `super().resize(...)` reaches the one here.
 
 Each primitive serves a call bit-exact to the one it replaces, or hands it to that one (one log line per
 reason, through the adapter's _handed_back):
-  TorchvisionBackend.resize   uint8 [..., C, H, W] tensors, antialiased bilinear / bicubic / lanczos: the
-                              resample engine's "torchvision" reference (torch's own uint8 kernel, bit for bit);
+  TorchvisionBackend.process_image   an RGB PIL image: its bytes copied once from Pillow's memory into the
+                              contiguous [3, H, W] tensor (transformers copies them three times: Pillow's
+                              convert, np.array, the channels-first copy); arrays and tensors stay the backend's;
+  TorchvisionBackend.resize   uint8 [..., C, H, W] CPU tensors, antialiased bilinear / bicubic / lanczos: the
+                              resample engine's "torchvision" reference (torch's own CPU uint8 kernel, bit
+                              for bit; on another device transformers runs that device's kernel: its own);
   TorchvisionBackend.rescale_and_normalize   with do_normalize on: tvF.normalize's subtract-then-divide on the
                               mean and std upstream's own _fuse_mean_std_and_rescale_factor builds, in float32;
                               a uint8 batch is read once (the subtraction converts it) rather than copied to
@@ -25,6 +29,7 @@ import functools
 import numpy as np
 import torch
 
+from . import images
 from . import resize as resizing
 
 # Resample plans (per axis size pair), shared by every adapter in the process, bounded by PlanCache itself.
@@ -32,6 +37,9 @@ _PLANS = resizing.PlanCache()
 _FILTERS = {"BILINEAR": "bilinear", "BICUBIC": "bicubic", "LANCZOS": "lanczos"}
 # PIL.Image.Resampling values (transformers' PILImageResampling) the engine reproduces.
 _PIL_FILTERS = {2: "bilinear", 3: "bicubic", 1: "lanczos"}
+# Below this many pixels a PIL image is read as transformers reads it, less Pillow's convert (measured: a 64x64
+# image 22 us that way, 81 us through Pillow's Arrow export and the copy kernel; 224x224: 293 us against 99 us).
+SMALL_IMAGE = 128 * 128
 
 
 def _output_size(size: object, height: int, width: int) -> tuple[int, int] | str:
@@ -71,7 +79,7 @@ def _checked_size(new_size: tuple[int, int] | str) -> tuple[int, int] | str:
     return (height, width)
 
 
-def _torchvision_filter(resample: object, device: torch.device) -> str:
+def _torchvision_filter(resample: object) -> str:
     """The engine's filter name for the interpolation TorchvisionBackend.resize would run, or a reason."""
     from torchvision.transforms.v2 import InterpolationMode
     from transformers.image_utils import PILImageResampling, pil_torch_interpolation_mapping
@@ -86,8 +94,8 @@ def _torchvision_filter(resample: object, device: torch.device) -> str:
     name = _FILTERS.get(getattr(mode, "name", None))
     if name is None:
         return f"resample={resample!r} (served: bilinear, bicubic, lanczos)"
-    if name == "lanczos" and (device.type != "cpu" or not is_torchvision_greater_or_equal("0.27")):
-        return "LANCZOS off the CPU or before torchvision 0.27 (transformers resizes with BICUBIC then)"
+    if name == "lanczos" and not is_torchvision_greater_or_equal("0.27"):
+        return "LANCZOS before torchvision 0.27 (transformers resizes with BICUBIC then)"
     return name
 
 
@@ -101,6 +109,21 @@ def _resized(images: torch.Tensor, size: tuple[int, int], resample: str, referen
     return out
 
 
+def pil_pixels(image: object) -> torch.Tensor | str:
+    """TorchvisionBackend.process_image's tensor for a PIL image (np.array of it, permuted to a contiguous
+    [3, H, W]): the same bytes copied in one pass from Pillow's own memory (images.pil_to_chw, zero-copy where
+    Pillow exports it) into a new tensor the model's code may write to; or why it is the backend's."""
+    if image.mode != "RGB" or image.info.get("transparency") is not None:
+        keyed = " with a transparency key" if image.info.get("transparency") is not None else ""
+        return f"a PIL image in mode {image.mode}{keyed} (served: RGB)"
+    if 0 in image.size:
+        return "an empty PIL image"
+    if image.width * image.height < SMALL_IMAGE:  # Pillow's export costs more than its copy saves
+        return torch.from_numpy(np.array(image)).permute(2, 0, 1).contiguous()
+    view = images.pil_to_chw(image, convert_rgb=False)
+    return _resized(view[None], tuple(view.shape[-2:]), "bilinear", "torchvision")[0]  # an exact copy
+
+
 def torchvision_resize(image: object, size: object, resample: object, antialias: object) -> torch.Tensor | str:
     """TorchvisionBackend.resize's result, or why it is the backend's to compute."""
     if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8:
@@ -109,11 +132,13 @@ def torchvision_resize(image: object, size: object, resample: object, antialias:
         return f"antialias={antialias!r}"
     if image.dim() < 3 or 0 in image.shape:
         return f"a tensor of shape {list(image.shape)} (served: [..., C, H, W], none empty)"
+    if image.device.type != "cpu":  # torch's kernels on other devices round their own way: the engine is the CPU's
+        return f"a tensor on {image.device} (transformers resizes it with torch's {image.device.type} kernel)"
     from transformers.utils.import_utils import is_torchdynamo_compiling
 
     if is_torchdynamo_compiling():
         return "torch.compile tracing"
-    name = _torchvision_filter(resample, image.device)
+    name = _torchvision_filter(resample)
     if name not in _FILTERS.values():
         return name
     *lead, channels, height, width = image.shape
@@ -122,10 +147,7 @@ def torchvision_resize(image: object, size: object, resample: object, antialias:
         return new_size
     if new_size == (height, width):
         return image  # torchvision's resize returns its input itself then
-    try:
-        out = _resized(image.reshape(-1, channels, height, width), new_size, name, "torchvision")
-    except (RuntimeError, NotImplementedError) as e:  # a device the extension was not built for
-        return f"the resize kernel refused it ({type(e).__name__}: {e})"
+    out = _resized(image.reshape(-1, channels, height, width), new_size, name, "torchvision")
     return out.reshape(*lead, channels, *new_size)
 
 
@@ -173,6 +195,15 @@ def normalized(images: object, mean: object, std: object) -> torch.Tensor | str:
 class TorchvisionPrimitives:
     """TorchvisionBackend's resize and rescale_and_normalize, served by the package or handed to the backend's
     (the next class in the adapter's MRO). Mixed into `primitives(TorchvisionBackend)`; `self` is the adapter."""
+
+    def process_image(self, image, do_convert_rgb=None, input_data_format=None, device=None, **kwargs):
+        if not images.is_pil(image):  # an array or a tensor: the backend's few views and one copy
+            return super().process_image(image, do_convert_rgb, input_data_format, device, **kwargs)
+        out = pil_pixels(image)
+        if isinstance(out, str):
+            self._handed_back(f"process_image: {out}")
+            return super().process_image(image, do_convert_rgb, input_data_format, device, **kwargs)
+        return out if device is None else out.to(device)
 
     def resize(self, image, size, resample=None, antialias=True, **kwargs):
         out = torchvision_resize(image, size, resample, antialias)
