@@ -367,7 +367,7 @@ TESTS = pathlib.Path(__file__).resolve().parent.parent / "tests"
 
 def generic_tested() -> dict[str, dict[str, str]]:
     """Per modality ("images", "videos"): the architectures tests/test_vllm_generic.py compares in vLLM with the
-    generic path serving -> "" (served), or -> why its primitives do not serve them (the test's UNSERVED; the
+    generic path serving -> "" (served), or -> why it does not count them served (the test's UNSERVED; the
     videos it does not compare, NO_VIDEOS)."""
     sys.path.insert(0, str(TESTS))
     try:
@@ -378,7 +378,7 @@ def generic_tested() -> dict[str, dict[str, str]]:
     for model, spec in tested.MODELS.items():  # (where a family has landed, the family's row wins anyway)
         why = tested.UNSERVED.get(model, "")
         if why:
-            why = f"the generic path stands in, but none of its primitives runs ({why})"
+            why = f"the generic path stands in, but its resize and normalize never run ({why})"
         out["images"][spec["arch"]] = why
         if "video" in spec:
             unchecked = tested.NO_VIDEOS.get(model)
