@@ -17,6 +17,10 @@ Each adapter keeps at most MAX_PROCESSORS FusedImageProcessors / FusedVideoProce
 resolved config and device, least recently used dropped first), so per-request kwargs from a client cannot
 grow it without bound; a dropped config is rebuilt on its next call (a few hundred microseconds).
 
+For a processor no family reproduces, FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor (the generic
+path) run upstream's own preprocess with only transformers' backend primitives replaced (hf_primitives);
+stand_in, which both engine plugins call, falls back to them where no family stands in.
+
 Imports transformers only when called: importing this module never does.
 """
 
@@ -693,7 +697,7 @@ GENERIC = {FusedHFImageProcessor: FusedHFGenericImageProcessor, FusedHFVideoProc
 
 def stand_in(processor: object, attribute: str, what: str, adapter: type, why_not, log: logging.Logger) -> str | None:
     """Puts `adapter` (FusedHFImageProcessor or FusedHFVideoProcessor) around `processor.<attribute>` where
-    `why_not` finds no reason against it; says which processor serves `what` (None: the processor has none).
+    `why_not` finds no reason against it, else its generic path (GENERIC[adapter]) where that can stand in; says which processor serves `what` (None: the processor has none).
     `log`: the host engine's logger, where the adapter says why a call goes to transformers. Both engine
     plugins (vllm_plugin, sglang_plugin) put their adapters in place through this."""
     upstream = getattr(processor, attribute, None)

@@ -12,14 +12,14 @@ reason, through the adapter's _handed_back):
   TorchvisionBackend.resize   uint8 [..., C, H, W] CPU tensors, antialiased bilinear / bicubic / lanczos: the
                               resample engine's "torchvision" reference (torch's own CPU uint8 kernel, bit
                               for bit; on another device transformers runs that device's kernel: its own);
-  TorchvisionBackend.rescale_and_normalize   with do_normalize on: tvF.normalize's subtract-then-divide on the
-                              mean and std upstream's own _fuse_mean_std_and_rescale_factor builds, in float32;
-                              a uint8 batch is read once (the subtraction converts it) rather than copied to
-                              float32 first; with do_normalize off, upstream's own (one multiply);
+  PilBackend.process_image    an RGB PIL image: np.array of it, channels first, without Pillow's convert copy;
   PilBackend.resize           uint8 [3, H, W] arrays, bilinear / bicubic / lanczos, no reducing_gap: the
                               engine's "pil" reference (the installed Pillow's pass order).
 Anything else (a float input, antialias=False, nearest, LANCZOS where transformers falls back to BICUBIC, a
-1x1 target torch refuses, torch.compile tracing) is the backend's own.
+1x1 target torch refuses, torch.compile tracing) is the backend's own. rescale_and_normalize stays the
+backend's: its convert, subtract and divide are three vectorized passes that no exact kernel here beats (the
+fused kernel computes x * w + b, within 1e-6 but not bit for bit; a subtraction reading the uint8 directly
+measured 3x slower: torch's mixed-dtype loop).
 
 Imports transformers only when called.
 """
@@ -124,6 +124,15 @@ def pil_pixels(image: object) -> torch.Tensor | str:
     return _resized(view[None], tuple(view.shape[-2:]), "bilinear", "torchvision")[0]  # an exact copy
 
 
+def pil_array(image: object) -> np.ndarray | str:
+    """PilBackend.process_image's array for a PIL image (np.array of its RGB conversion, channels moved first):
+    the same [3, H, W] view of one copy, without the conversion's own copy of an image already RGB."""
+    if image.mode != "RGB" or image.info.get("transparency") is not None:
+        keyed = " with a transparency key" if image.info.get("transparency") is not None else ""
+        return f"a PIL image in mode {image.mode}{keyed} (served: RGB)"
+    return np.moveaxis(np.array(image), -1, 0)
+
+
 def torchvision_resize(image: object, size: object, resample: object, antialias: object) -> torch.Tensor | str:
     """TorchvisionBackend.resize's result, or why it is the backend's to compute."""
     if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8:
@@ -171,29 +180,8 @@ def pil_resize(image: object, size: object, resample: object, reducing_gap: obje
     return out[0].numpy()
 
 
-def normalized(images: object, mean: object, std: object) -> torch.Tensor | str:
-    """tvF.normalize(images.to(torch.float32), mean, std), or why it is the backend's to compute. A uint8
-    batch is subtracted from directly: the subtraction promotes each byte to float32 exactly as the copy
-    would, so the result is the same bits, one pass shorter."""
-    if not isinstance(images, torch.Tensor) or images.is_complex():
-        return f"an input that is not a real tensor ({getattr(images, 'dtype', type(images).__name__)})"
-    if images.dim() < 3:
-        return f"a tensor of shape {list(images.shape)} (tvF.normalize refuses fewer than 3 dims)"
-    if (isinstance(std, list | tuple) and not all(std)) or (isinstance(std, int | float) and std == 0):
-        return "a zero std (tvF.normalize refuses it)"
-    mean = torch.as_tensor(mean, dtype=torch.float32, device=images.device)
-    std = torch.as_tensor(std, dtype=torch.float32, device=images.device)
-    if mean.ndim == 1:
-        mean = mean.view(-1, 1, 1)
-    if std.ndim == 1:
-        std = std.view(-1, 1, 1)
-    if images.dtype != torch.uint8:  # (a float64 batch would be subtracted in float64)
-        images = images.to(torch.float32)
-    return torch.sub(images, mean).div_(std)
-
-
 class TorchvisionPrimitives:
-    """TorchvisionBackend's resize and rescale_and_normalize, served by the package or handed to the backend's
+    """TorchvisionBackend's process_image and resize, served by the package or handed to the backend's
     (the next class in the adapter's MRO). Mixed into `primitives(TorchvisionBackend)`; `self` is the adapter."""
 
     def process_image(self, image, do_convert_rgb=None, input_data_format=None, device=None, **kwargs):
@@ -212,36 +200,19 @@ class TorchvisionPrimitives:
             return super().resize(image, size, resample=resample, antialias=antialias, **kwargs)
         return out
 
-    def rescale_and_normalize(self, images, do_rescale, rescale_factor, do_normalize, image_mean, image_std):
-        if not do_normalize:  # a rescale (one multiply) or nothing: the backend's own, nothing to gain
-            return super().rescale_and_normalize(
-                images, do_rescale, rescale_factor, do_normalize, image_mean, image_std
-            )
-        if type(self).normalize.__qualname__ != "TorchvisionBackend.normalize":
-            self._handed_back("rescale_and_normalize: the model overrides normalize")
-            return super().rescale_and_normalize(
-                images, do_rescale, rescale_factor, do_normalize, image_mean, image_std
-            )
-        # The fused mean and std exactly as upstream builds them (its lru_cache'd method, on this adapter).
-        mean, std, _ = self._fuse_mean_std_and_rescale_factor(
-            do_normalize=do_normalize,
-            image_mean=image_mean,
-            image_std=image_std,
-            do_rescale=do_rescale,
-            rescale_factor=rescale_factor,
-            device=images.device,
-        )
-        out = normalized(images, mean, std)
-        if isinstance(out, str):
-            self._handed_back(f"rescale_and_normalize: {out}")
-            return super().rescale_and_normalize(
-                images, do_rescale, rescale_factor, do_normalize, image_mean, image_std
-            )
-        return out
-
 
 class PilPrimitives:
-    """PilBackend's resize, served by the package or handed to the backend's; `self` is the adapter."""
+    """PilBackend's process_image and resize, served by the package or handed to the backend's; `self` is the
+    adapter."""
+
+    def process_image(self, image, do_convert_rgb=None, input_data_format=None, **kwargs):
+        if not images.is_pil(image):  # an array or a tensor: the backend's few views
+            return super().process_image(image, do_convert_rgb, input_data_format, **kwargs)
+        out = pil_array(image)
+        if isinstance(out, str):
+            self._handed_back(f"process_image: {out}")
+            return super().process_image(image, do_convert_rgb, input_data_format, **kwargs)
+        return out
 
     def resize(self, image, size, resample=None, reducing_gap=None, **kwargs):
         out = pil_resize(image, size, resample, reducing_gap)
