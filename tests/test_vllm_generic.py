@@ -39,6 +39,19 @@ GEMMA4_TOKENS |= {"audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_toke
 GEMMA4_IDS = {"image_token_id": "<|image|>", "boi_token_id": "<|image>", "eoi_token_id": "<image|>"}
 GEMMA4_AUDIO_IDS = {"video_token_id": "<|video|>", "audio_token_id": "<|audio|>", "boa_token_id": "<|audio>"}
 GEMMA4_AUDIO_IDS["eoa_token_index"] = "<audio|>"
+# What Gemma 4's three architectures share (MODELS' fields, below), Gemma 4's own processor classes.
+GEMMA4 = dict(
+    processor="Gemma4Processor",
+    image="Gemma4ImageProcessor",
+    video="Gemma4VideoProcessor",
+    feature="Gemma4AudioFeatureExtractor",
+    special=["<bos>", "<eos>", "<|video|>"],
+    named=GEMMA4_TOKENS,
+    ids=GEMMA4_IDS | GEMMA4_AUDIO_IDS,
+    # vLLM's Gemma 4 reads the image token budget from vision_config.default_output_length
+    config_fields={"vision_config": {"default_output_length": 280}},
+    kwargs={"max_soft_tokens": 70},
+)
 MINICPM_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "image_start_token": "<image>"}
 MINICPM_TOKENS |= {"image_end_token": "</image>", "slice_start_token": "<slice>", "slice_end_token": "</slice>"}
 MINICPM_TOKENS |= {"image_id_start_token": "<image_id>", "image_id_end_token": "</image_id>"}
@@ -120,47 +133,20 @@ MODELS = {
         kwargs={"size": {"shortest_edge": 65536, "longest_edge": 262144}},
         video_request={"size": {"shortest_edge": 4096, "longest_edge": 65536}},
     ),
-    "gemma4": dict(
-        arch="Gemma4ForConditionalGeneration",
-        config="Gemma4Config",
-        processor="Gemma4Processor",
-        image="Gemma4ImageProcessor",
-        video="Gemma4VideoProcessor",
-        feature="Gemma4AudioFeatureExtractor",
-        special=["<bos>", "<eos>", "<|video|>"],
-        named=GEMMA4_TOKENS,
-        ids=GEMMA4_IDS | GEMMA4_AUDIO_IDS,
-        # vLLM's Gemma 4 reads the image token budget from vision_config.default_output_length
-        config_fields={"vision_config": {"default_output_length": 280}},
-        normalize=(True, False),
-        kwargs={"max_soft_tokens": 70},
-    ),
-    "gemma4_unified": dict(
+    "gemma4": GEMMA4 | dict(arch="Gemma4ForConditionalGeneration", config="Gemma4Config", normalize=(True, False)),
+    "gemma4_unified": GEMMA4
+    | dict(
         arch="Gemma4UnifiedForConditionalGeneration",
         config="Gemma4UnifiedConfig",
         processor="Gemma4UnifiedProcessor",
         image="Gemma4UnifiedImageProcessor",
         video="Gemma4UnifiedVideoProcessor",
         feature="Gemma4UnifiedAudioFeatureExtractor",
-        special=["<bos>", "<eos>", "<|video|>"],
-        named=GEMMA4_TOKENS,
-        ids=GEMMA4_IDS | GEMMA4_AUDIO_IDS,
         config_fields={"vision_config": {"num_soft_tokens": 280}},  # read by vLLM's Gemma 4 Unified
-        kwargs={"max_soft_tokens": 70},
     ),
-    "diffusion_gemma": dict(
-        arch="DiffusionGemmaForBlockDiffusion",
-        config="DiffusionGemmaConfig",
-        processor="Gemma4Processor",
-        image="Gemma4ImageProcessor",
-        video="Gemma4VideoProcessor",
-        feature="Gemma4AudioFeatureExtractor",
-        special=["<bos>", "<eos>", "<|video|>"],
-        named=GEMMA4_TOKENS,  # Gemma4Processor refuses a tokenizer without the audio tokens
-        ids=GEMMA4_IDS,
-        config_fields={"vision_config": {"default_output_length": 280}},
-        kwargs={"max_soft_tokens": 70},
-    ),
+    # (its tokenizer keeps the audio tokens: Gemma4Processor refuses one without them; its config has no audio)
+    "diffusion_gemma": GEMMA4
+    | dict(arch="DiffusionGemmaForBlockDiffusion", config="DiffusionGemmaConfig", ids=GEMMA4_IDS),
     "glm5_next": dict(
         arch="Glm5NextForConditionalGeneration",
         config="Glm5NextConfig",
