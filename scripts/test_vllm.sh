@@ -1,14 +1,7 @@
 #!/usr/bin/env bash
-# The vLLM plugin against the real vllm 0.34.0: creates (or reuses) .venv-vllm and runs tests/test_vllm.py,
-# tests/test_vllm_processor.py, tests/test_vllm_families.py (vLLM's multimodal processors with FusedImageProcessor
-# serving images: Qwen-VL, LLaVA, PaliGemma, Qwen3-VL-MoE, Gemma 3, GLM-4.1V, InternVL (vLLM's own and
-# transformers' format), LLaVA-OneVision, Idefics3, SmolVLM, Llama 4, Mistral Small 3.x, Pixtral-12B) and
-# tests/test_vllm_server.py (the server's request path), tests/test_vllm_hostile.py (hostile per-request
-# kwargs, plugin on vs off: ~40 s), tests/test_vllm_reach.py (scripts/vllm_reach.py's table against the
-# installed registry, ~20 s) and tests/test_vllm_copies.py (the copies served by a family, CohereCompass, GLM-OCR,
-# PaddleOCR-VL, and the processors vLLM builds elsewhere, OpenCUA and BAGEL, plugin on vs off: ~60 s),
-# tests/test_vllm_deepseek_ocr.py (vLLM's own DeepSeek-OCR processor: DeepSeek-OCR, -2, Unlimited-OCR / -2 plugin
-# on vs off, 108-136 s on a shared 2-core machine); ~13 min.
+# The vLLM plugin against the real vllm 0.34.0: creates (or reuses) .venv-vllm, installs the package (not
+# editable) and runs the files in TESTS below, each with what it covers and its time on the shared 2-core
+# machine (~15 min in all).
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
 # loader and multimodal processors needs (at the versions it asks for; transformers' Mistral backend needs
@@ -50,8 +43,19 @@ fi
 echo "fused_input_norm installed in $(( $(date +%s) - start )) s"
 # From outside the source tree, so the installed copy is the one imported.
 (cd / && "$VENV/bin/python" -c "import fused_input_norm as f; assert 'site-packages' in f.__file__, f.__file__; print('installed:', f.__file__, f.build_info())")
+# The files, in the order they run:
+TESTS=(
+  tests/test_vllm.py                # FusedMMInputNorm and the plugin's registration
+  tests/test_vllm_processor.py      # the processors vLLM holds, plugin on vs off
+  tests/test_vllm_families.py       # every family: Qwen-VL, LLaVA, PaliGemma, Gemma 3, GLM-4.1V, InternVL, LLaVA-OV, ...
+  tests/test_vllm_server.py         # the server's request path
+  tests/test_vllm_hostile.py        # hostile per-request kwargs, plugin on vs off (~40 s)
+  tests/test_vllm_generic.py        # the generic path: 13 architectures no family serves (~2.5 min)
+  tests/test_vllm_copies.py         # copies served by a family; processors vLLM builds elsewhere (~60 s)
+  tests/test_vllm_deepseek_ocr.py   # vLLM's own DeepSeek-OCR processor: DeepSeek-OCR, -2, Unlimited-OCR (~110 s)
+  tests/test_vllm_reach.py          # scripts/vllm_reach.py's table against the installed registry (~20 s)
+  tests/test_vllm_pool.py           # the output pool under vLLM's processor cache and ZMQ
+)
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
 # import the installed copy.
-"$VENV/bin/pytest" -q -rs tests/test_vllm.py tests/test_vllm_processor.py tests/test_vllm_families.py \
-  tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_reach.py tests/test_vllm_pool.py \
-  tests/test_vllm_copies.py tests/test_vllm_deepseek_ocr.py "$@"
+"$VENV/bin/pytest" -q -rs "${TESTS[@]}" "$@"
