@@ -4,7 +4,20 @@ plugin all read."""
 
 from types import ModuleType
 
-from . import clip, gemma3, glm4v, got_ocr2, idefics3, internvl_chat, llama4, llava_onevision, pixtral, qwen2_vl, siglip
+from . import (
+    clip,
+    gemma3,
+    glm4v,
+    got_ocr2,
+    idefics3,
+    internvl_chat,
+    llama4,
+    llava_next,
+    llava_onevision,
+    pixtral,
+    qwen2_vl,
+    siglip,
+)
 from .base import Job, Plan
 
 FAMILIES: dict[str, ModuleType] = {
@@ -18,6 +31,7 @@ FAMILIES: dict[str, ModuleType] = {
         internvl_chat,
         got_ocr2,
         llava_onevision,
+        llava_next,
         pixtral,
         llama4,
         idefics3,
