@@ -323,11 +323,16 @@ class FusedHFImageProcessor(_Adapter):
             images = _nested_map(images, _drop_alpha)
             flat = _flat(images)
         processor = self._processor(config, device)
-        # A family laid out per sample reads the call's nesting (transformers' nested list of images).
-        out = processor(
-            images if getattr(family, "BY_SAMPLE", False) else list(flat),
-            visual_dtype=torch.uint8 if raw else processor.transformers_dtype,
-        )
+        try:
+            # A family laid out per sample reads the call's nesting (transformers' nested list of images).
+            out = processor(
+                images if getattr(family, "BY_SAMPLE", False) else list(flat),
+                visual_dtype=torch.uint8 if raw else processor.transformers_dtype,
+            )
+        except ValueError as e:
+            # refused by the plan, from the images' shapes, before any kernel ran (LLaVA-NeXT: a view smaller
+            # than the crop, which transformers pads): upstream answers, its result or its own error
+            return str(e)
         if hasattr(family, "as_upstream"):
             out = family.as_upstream(self.reference, out, raw)
         elif raw and self.reference == "pil" and family.PIL_BYTES_AS_FLOAT:
