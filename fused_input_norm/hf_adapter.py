@@ -20,6 +20,7 @@ grow it without bound; a dropped config is rebuilt on its next call (a few hundr
 Imports transformers only when called: importing this module never does.
 """
 
+import dataclasses
 import functools
 import importlib.metadata
 import logging
@@ -358,6 +359,14 @@ class FusedHFImageProcessor(_Adapter):
         )
 
 
+def _plain(value: Any) -> Any:
+    """A size (a SizeDict or a dict) as a dict of its set keys, to compare; any other value as it is."""
+    if isinstance(value, Mapping) or dataclasses.is_dataclass(value):
+        items = value.items() if isinstance(value, Mapping) else dataclasses.asdict(value).items()
+        return {k: v for k, v in items if v is not None}
+    return value
+
+
 def _flat(images: Any) -> list:
     """The images of a call as transformers' make_flat_list_of_images lists them: one image, a list of them,
     or one level of nesting (a list of lists of images, some possibly empty) flattened into one batch. Any
@@ -583,7 +592,9 @@ class FusedHFVideoProcessor(_Adapter):
         if not smolvlm and kind not in configs.FRAMEWISE_VIDEO_KINDS and padded not in (None, False):
             return "do_pad is set"
         for key in ("do_center_crop", "crop_size", "pad_size"):
-            if rest.pop(key, None) not in (None, False):
+            value = rest.pop(key, None)
+            # upstream's own value passed back on each call (LlavaNextVideoProcessor's center crop) is its config's
+            if value not in (None, False) and _plain(value) != _plain(getattr(self.upstream, key, None)):
                 return f"{key} is set"
         leftover = {k: v for k, v in rest.items() if k not in _VIDEO_SAMPLED and v is not None}
         if leftover:
