@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import RecordOps
-from family_checks import as_input, assert_same, forbid_upstream, photo
+from family_checks import GRANITE_VISION, LLAVA_NEXT_V16, as_input, assert_same, forbid_upstream, photo
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm.hf_adapter import FusedHFImageProcessor
@@ -21,40 +21,6 @@ transformers = pytest.importorskip("transformers", reason="transformers is a tes
 pytest.importorskip("skimage.data", reason="scikit-image (real photos) is not installed")
 
 BACKENDS = {"torchvision": transformers.LlavaNextImageProcessor, "pil": transformers.LlavaNextImageProcessorPil}
-CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
-CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
-# llava-hf/llava-v1.6-mistral-7b-hf's preprocessor_config.json, less its type keys; llava-v1.6-vicuna-7b-hf,
-# -vicuna-13b-hf and -34b-hf ship the same keys and values.
-LLAVA_V16 = {
-    "aspect_ratio_setting": "anyres",
-    "crop_size": {"height": 336, "width": 336},
-    "do_center_crop": True,
-    "do_convert_rgb": True,
-    "do_normalize": True,
-    "do_rescale": True,
-    "do_resize": True,
-    "image_grid_pinpoints": [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]],
-    "image_mean": CLIP_MEAN,
-    "image_std": CLIP_STD,
-    "resample": 3,
-    "rescale_factor": 0.00392156862745098,
-    "size": {"shortest_edge": 336},
-}
-# Granite Vision's (ibm-granite/granite-vision-3.x; granite-4.0-3b-vision loads the same class): SigLIP's mean
-# and std, 384 patches, 27 grids of 1 to 10 patches.
-GRANITE_VISION = {
-    **LLAVA_V16,
-    "crop_size": {"height": 384, "width": 384},
-    "size": {"shortest_edge": 384},
-    "image_mean": [0.5, 0.5, 0.5],
-    "image_std": [0.5, 0.5, 0.5],
-    # in the config's order (it breaks ties)
-    "image_grid_pinpoints": [[384, 384 * c] for c in range(1, 11)]
-    + [[768, 384 * c] for c in range(1, 6)]
-    + [[1152, 384 * c] for c in range(1, 4)]
-    + [[1536, 384], [1536, 768], [1920, 384], [1920, 768]]
-    + [[384 * r, 384] for r in range(6, 11)],
-}
 
 
 def photos() -> dict[str, np.ndarray]:
@@ -78,15 +44,15 @@ def twelve_mp() -> np.ndarray:
 
 # (config of the wrapped class, call kwargs)
 CASES = {
-    "v16": (LLAVA_V16, {}),
-    "v16-uint8": (LLAVA_V16, {"do_rescale": False, "do_normalize": False}),
+    "v16": (LLAVA_NEXT_V16, {}),
+    "v16-uint8": (LLAVA_NEXT_V16, {"do_rescale": False, "do_normalize": False}),
     "granite-vision": (GRANITE_VISION, {}),
     "class-defaults": ({}, {}),  # 224 patches of 336-based canvases: partial patches, resized and cropped
-    "crop-smaller-than-size": ({**LLAVA_V16, "size": {"shortest_edge": 400}}, {}),
-    "height-width-no-crop": ({**LLAVA_V16, "size": {"height": 336, "width": 336}, "do_center_crop": False}, {}),
-    "pinpoints-per-call": (LLAVA_V16, {"image_grid_pinpoints": [[336, 336], [672, 1008], [1008, 672]]}),
+    "crop-smaller-than-size": ({**LLAVA_NEXT_V16, "size": {"shortest_edge": 400}}, {}),
+    "height-width-no-crop": ({**LLAVA_NEXT_V16, "size": {"height": 336, "width": 336}, "do_center_crop": False}, {}),
+    "pinpoints-per-call": (LLAVA_NEXT_V16, {"image_grid_pinpoints": [[336, 336], [672, 1008], [1008, 672]]}),
     "per-call": (
-        LLAVA_V16,
+        LLAVA_NEXT_V16,
         {
             "size": {"shortest_edge": 300},
             "crop_size": {"height": 280, "width": 280},
@@ -127,7 +93,7 @@ def test_adapter_on_a_batch_of_mixed_photos_equals_transformers(monkeypatch, cas
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
-@pytest.mark.parametrize("config", [LLAVA_V16, GRANITE_VISION], ids=["v16", "granite-vision"])
+@pytest.mark.parametrize("config", [LLAVA_NEXT_V16, GRANITE_VISION], ids=["v16", "granite-vision"])
 def test_adapter_on_a_12_mp_photo_equals_transformers(monkeypatch, config, backend):
     image = as_input(backend, twelve_mp())
     ours = FusedHFImageProcessor(BACKENDS[backend](**config))
@@ -141,9 +107,9 @@ def test_without_do_pad_images_of_one_view_count_are_served(monkeypatch, backend
     """do_pad off: images giving as many views stack (a wide and a square photo: 2 x 1 patches... each 3 views
     here: 336 x 672 and 672 x 336 canvases), and are served."""
     batch = [as_input(backend, hwc) for hwc in (photo("coffee"), photo("coffee")[::-1, ::-1].copy())]
-    ours = FusedHFImageProcessor(BACKENDS[backend](**LLAVA_V16))
+    ours = FusedHFImageProcessor(BACKENDS[backend](**LLAVA_NEXT_V16))
     forbid_upstream(monkeypatch, ours)
-    expected = BACKENDS[backend](**LLAVA_V16)(batch, return_tensors="pt", do_pad=False)
+    expected = BACKENDS[backend](**LLAVA_NEXT_V16)(batch, return_tensors="pt", do_pad=False)
     assert_same(ours(batch, return_tensors="pt", do_pad=False), expected, f"llava-next no pad {backend}")
 
 
@@ -152,9 +118,9 @@ def test_nested_lists_of_images_are_served(monkeypatch, backend):
     """vLLM and LlavaNextProcessor may pass a list per prompt: transformers flattens it; so does the adapter."""
     hwcs = list(photos().values())
     nested = [[as_input(backend, hwcs[0]), as_input(backend, hwcs[1])], [as_input(backend, hwcs[3])]]
-    ours = FusedHFImageProcessor(BACKENDS[backend](**LLAVA_V16))
+    ours = FusedHFImageProcessor(BACKENDS[backend](**LLAVA_NEXT_V16))
     forbid_upstream(monkeypatch, ours)
-    expected = BACKENDS[backend](**LLAVA_V16)(nested, return_tensors="pt")
+    expected = BACKENDS[backend](**LLAVA_NEXT_V16)(nested, return_tensors="pt")
     assert_same(ours(nested, return_tensors="pt"), expected, f"llava-next nested {backend}")
 
 
@@ -163,12 +129,12 @@ def test_calls_it_does_not_reproduce_go_to_transformers(backend):
     """A crop larger than the resized view (transformers pads it first) and do_pad off with images of
     different view counts (transformers' stack fails on them, return_tensors unset lists them)."""
     batch = [as_input(backend, hwc) for hwc in (photo("coffee"), photo("astronaut"))]
-    ours = FusedHFImageProcessor(BACKENDS[backend](**LLAVA_V16))
+    ours = FusedHFImageProcessor(BACKENDS[backend](**LLAVA_NEXT_V16))
     got = ours(batch, return_tensors="pt", crop_size={"height": 400, "width": 400})
-    expected = BACKENDS[backend](**LLAVA_V16)(batch, return_tensors="pt", crop_size={"height": 400, "width": 400})
+    expected = BACKENDS[backend](**LLAVA_NEXT_V16)(batch, return_tensors="pt", crop_size={"height": 400, "width": 400})
     assert "smaller than crop_size" in " ".join(str(reason) for reason in ours._logged)
     assert_same(got, expected, f"llava-next handed back {backend}")
-    got, expected = ours(batch, do_pad=False), BACKENDS[backend](**LLAVA_V16)(batch, do_pad=False)
+    got, expected = ours(batch, do_pad=False), BACKENDS[backend](**LLAVA_NEXT_V16)(batch, do_pad=False)
     assert [v.shape for v in got["pixel_values"]] == [v.shape for v in expected["pixel_values"]]
 
 
@@ -176,7 +142,7 @@ def test_calls_it_does_not_reproduce_go_to_transformers(backend):
 @pytest.mark.parametrize(
     ("type_keys", "config"),
     [
-        ({"image_processor_type": "LlavaNextImageProcessor", "processor_class": "LlavaNextProcessor"}, LLAVA_V16),
+        ({"image_processor_type": "LlavaNextImageProcessor", "processor_class": "LlavaNextProcessor"}, LLAVA_NEXT_V16),
         ({"image_processor_type": "LlavaNextImageProcessorFast"}, GRANITE_VISION),
         ({"processor_class": "LlavaNextProcessor"}, {}),
     ],
@@ -210,9 +176,16 @@ def test_bad_configs_are_refused_by_name(config, message):
 
 def test_a_view_smaller_than_the_crop_is_refused_before_any_kernel_runs():
     processor = FusedImageProcessor.from_preprocessor_config(
-        {**LLAVA_V16, "image_processor_type": "LlavaNextImageProcessor", "crop_size": {"height": 400, "width": 400}},
+        {
+            **LLAVA_NEXT_V16,
+            "image_processor_type": "LlavaNextImageProcessor",
+            "crop_size": {"height": 400, "width": 400},
+        },
         device="cpu",
     )
-    with RecordOps() as recorded, pytest.raises(ValueError, match=r"336x336 before its center crop, smaller than"):
+    with (
+        RecordOps() as recorded,
+        pytest.raises(ValueError, match=r"base view is 336x336, smaller than crop_size 400x400"),
+    ):
         processor([photo("coffee")])
     assert not any("fused_input_norm" in str(op) for op in recorded.ops())

@@ -34,6 +34,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from family_checks import GRANITE_VISION, LLAVA_NEXT_V16
 from test_vllm_processor import CLIP_MEAN, CLIP_STD, both_sides, class_name, photo, write_model
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -398,26 +399,6 @@ def write_llava_onevision(path: str) -> None:
     )
 
 
-# llava-hf/llava-v1.6-mistral-7b-hf's preprocessor_config.json (the vicuna and 34b ones, and LLaVA-NeXT-Video's
-# image processor, ship the same keys).
-LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
-LLAVA_NEXT_PREPROCESSOR = {
-    "aspect_ratio_setting": "anyres",
-    "crop_size": {"height": 336, "width": 336},
-    "do_center_crop": True,
-    "do_convert_rgb": True,
-    "do_normalize": True,
-    "do_rescale": True,
-    "do_resize": True,
-    "image_grid_pinpoints": LLAVA_NEXT_PINPOINTS,
-    "image_mean": CLIP_MEAN,
-    "image_std": CLIP_STD,
-    "resample": 3,
-    "rescale_factor": 0.00392156862745098,
-    "size": {"shortest_edge": 336},
-}
-
-
 def write_llava_next(path: str, video: bool = False) -> None:
     """LLaVA-NeXT 1.6's layout: a CLIP ViT-L/14-336 tower, anyres over its five pinpoints, a Mistral text model
     (LLaVA-NeXT-Video: a Llama one, LlavaNextVideoVideoProcessor's CLIP-style frames, 2x2 pooling)."""
@@ -429,7 +410,7 @@ def write_llava_next(path: str, video: bool = False) -> None:
     common = {
         "vision_config": VISION | {"model_type": "clip_vision_model", "image_size": 336, "patch_size": 14},
         "image_token_index": vocab["<image>"],
-        "image_grid_pinpoints": LLAVA_NEXT_PINPOINTS,
+        "image_grid_pinpoints": LLAVA_NEXT_V16["image_grid_pinpoints"],
         "vision_feature_select_strategy": "default",
         "vision_feature_layer": -2,
     }
@@ -447,29 +428,14 @@ def write_llava_next(path: str, video: bool = False) -> None:
     config.save_pretrained(path)
     processor_class = "LlavaNextVideoProcessor" if video else "LlavaNextProcessor"
     preprocessor = {"image_processor_type": "LlavaNextImageProcessor", "processor_class": processor_class}
-    dump(path, "preprocessor_config.json", preprocessor | LLAVA_NEXT_PREPROCESSOR)
+    dump(path, "preprocessor_config.json", preprocessor | LLAVA_NEXT_V16)
     processor = {"processor_class": processor_class, "patch_size": 14, "vision_feature_select_strategy": "default"}
     dump(path, "processor_config.json", processor | {"num_additional_image_tokens": 1} | named)
     if video:  # llava-hf/LLaVA-NeXT-Video-7B-hf's video_preprocessor_config.json
-        keys = {
-            k: v
-            for k, v in LLAVA_NEXT_PREPROCESSOR.items()
-            if k not in ("aspect_ratio_setting", "image_grid_pinpoints")
-        }
+        keys = {k: v for k, v in LLAVA_NEXT_V16.items() if k not in ("aspect_ratio_setting", "image_grid_pinpoints")}
         video_keys = {"video_processor_type": "LlavaNextVideoVideoProcessor", "processor_class": processor_class}
         video_keys |= {"default_to_square": False, "do_sample_frames": False, "fps": None, "num_frames": None}
         dump(path, "video_preprocessor_config.json", video_keys | keys)
-
-
-# Granite Vision's image processor settings (ibm-granite/granite-vision-3.x; Granite 4 Vision loads the same
-# class): SigLIP's mean and std, 384 patches, 27 grids of 1 to 10 patches in the config's order.
-GRANITE_PINPOINTS = (
-    [[384, 384 * c] for c in range(1, 11)]
-    + [[768, 384 * c] for c in range(1, 6)]
-    + [[1152, 384 * c] for c in range(1, 4)]
-    + [[1536, 384], [1536, 768], [1920, 384], [1920, 768]]
-    + [[384 * r, 384] for r in range(6, 11)]
-)
 
 
 def write_granite4_vision(path: str) -> None:
@@ -488,16 +454,14 @@ def write_granite4_vision(path: str) -> None:
         vision_config=VISION
         | {"model_type": "siglip_vision_model", "hidden_size": 128, "image_size": 384, "patch_size": 16},
         image_token_index=vocab["<image>"],
-        image_grid_pinpoints=GRANITE_PINPOINTS,
+        image_grid_pinpoints=GRANITE_VISION["image_grid_pinpoints"],
         vision_feature_select_strategy="full",
         downsample_rate="4/8",
     )
     config.architectures = ["Granite4VisionForConditionalGeneration"]
     config.save_pretrained(path)
     preprocessor = {"image_processor_type": "LlavaNextImageProcessor", "processor_class": "Granite4VisionProcessor"}
-    preprocessor |= LLAVA_NEXT_PREPROCESSOR | {"image_grid_pinpoints": GRANITE_PINPOINTS}
-    preprocessor |= {"crop_size": {"height": 384, "width": 384}, "size": {"shortest_edge": 384}}
-    dump(path, "preprocessor_config.json", preprocessor | {"image_mean": [0.5] * 3, "image_std": [0.5] * 3})
+    dump(path, "preprocessor_config.json", preprocessor | GRANITE_VISION)
     processor = {"processor_class": "Granite4VisionProcessor", "patch_size": 16, "downsample_rate": "4/8"}
     processor |= {"vision_feature_select_strategy": "full", "num_additional_image_tokens": 0}
     dump(path, "processor_config.json", processor | named)

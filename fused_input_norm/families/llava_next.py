@@ -16,10 +16,9 @@ from collections.abc import Mapping
 import torch
 
 from ..checks import image_name, is_int
-from ..geometry import center_crop_box, shortest_edge_size
 from . import clip
 from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Job, Plan, Stage, side
-from .llava_onevision import best_resolution, fit_size
+from .llava_onevision import best_resolution, fit_size, slots_per_image
 
 KIND = "llava_next"
 TYPES = ("LlavaNextImageProcessor",)
@@ -71,26 +70,6 @@ def pinpoints(value: object, where: str) -> tuple[tuple[int, int], ...]:
     return tuple(checked)
 
 
-def view(s, height: int, width: int, name: str, where: str) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
-    """One view (the base image or a patch, height x width) through CLIP's steps: the size it is resized to
-    (its own without do_resize) and the (top, left, height, width) of it that is kept."""
-    if not s.do_resize:
-        size = (height, width)
-    elif "shortest_edge" in s.size:
-        size = shortest_edge_size(height, width, s.size["shortest_edge"])
-    else:
-        size = (s.size["height"], s.size["width"])
-    if not s.do_center_crop:
-        return size, (0, 0, *size)
-    if s.crop_size[0] > size[0] or s.crop_size[1] > size[1]:
-        # transformers pads such a view with 0 before the crop; not reproduced
-        raise ValueError(
-            f"{where}: {name} is {size[0]}x{size[1]} before its center crop, smaller than crop_size "
-            f"{s.crop_size[0]}x{s.crop_size[1]} (not implemented)"
-        )
-    return size, center_crop_box(size, s.crop_size)
-
-
 def plan(s, shapes: list, where: str) -> Plan:
     """Per image, slot 0 its base view, then its patches row by row; with do_pad the images with fewer views
     end on zeroed slots. Every view must come out the same size (transformers stacks them)."""
@@ -105,8 +84,9 @@ def plan(s, shapes: list, where: str) -> Plan:
             for left in range(0, canvas[1], patch)
         ]
         name = image_name(i, count)
-        base = view(s, *s.options["base"], f"{name}'s base view", where)
-        views = [view(s, *box[2:], f"a patch of {name}", where) for box in boxes]
+        # every view through CLIP's steps: the size it is resized to, the box of that its crop keeps
+        base = clip.resize_and_crop(s, f"{name}'s base view", *s.options["base"], where)
+        views = [clip.resize_and_crop(s, f"a patch of {name}", *box[2:], where) for box in boxes]
         layouts.append((canvas, fitted, boxes, base, views))
     out = {crop[2:] for *_, base, views in layouts for _, crop in (base, *views)}
     if len(out) > 1:
@@ -115,16 +95,7 @@ def plan(s, shapes: list, where: str) -> Plan:
             f"(transformers fails on them too)"
         )
     counts = [1 + len(boxes) for _, _, boxes, _, _ in layouts]
-    if s.options["do_pad"]:
-        width_slots = max(counts)
-    elif len(set(counts)) > 1:
-        listed = ", ".join(f"{image_name(i, count)}: {c}" for i, c in enumerate(counts))
-        raise ValueError(
-            f"{where}: without do_pad the images give different numbers of views ({listed}), which do not "
-            f"stack into one pixel_values"
-        )
-    else:
-        width_slots = counts[0]
+    width_slots = slots_per_image(counts, s.options["do_pad"], where)
     jobs, zero, stages = [], [], []
     channels = s.normalization.channel
     for i, (canvas, fitted, boxes, base, views) in enumerate(layouts):

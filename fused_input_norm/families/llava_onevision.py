@@ -120,6 +120,20 @@ def fit_size(height: int, width: int, target: tuple[int, int]) -> tuple[int, int
     return target_h, min(math.ceil(width * scale_h), target_w)
 
 
+def slots_per_image(counts: list[int], do_pad: bool, where: str) -> int:
+    """The slots each image gets: with do_pad the most any image fills (the rest zeroed); without it, images
+    filling different numbers do not stack (transformers returns them as a list, or fails to make a tensor)."""
+    if do_pad:
+        return max(counts)
+    if len(set(counts)) > 1:
+        listed = ", ".join(f"{image_name(i, len(counts))}: {c}" for i, c in enumerate(counts))
+        raise ValueError(
+            f"{where}: without do_pad the images give different numbers of tiles ({listed}), which do not stack "
+            f"into one pixel_values"
+        )
+    return counts[0]
+
+
 def plan(s, shapes: list, where: str, samples: list[int] | None = None) -> Plan:
     """Per image of a one-image sample, slot 0 the base image, then the tiles of the padded best resolution,
     row by row, in one kernel run; per image of a multi-image sample, its padded square resized to one tile
@@ -140,16 +154,7 @@ def plan(s, shapes: list, where: str, samples: list[int] | None = None) -> Plan:
         canvas = best_resolution(height, width, s.options["pinpoints"]) if alone else None
         layouts.append((canvas, fit_size(height, width, canvas) if alone else None))
     counts = [1 + (canvas[0] // tile) * (canvas[1] // tile) if canvas else 1 for canvas, _ in layouts]
-    if s.options["do_pad"]:
-        width_slots = max(counts)
-    elif len(set(counts)) > 1:
-        listed = ", ".join(f"{image_name(i, len(counts))}: {c}" for i, c in enumerate(counts))
-        raise ValueError(
-            f"{where}: without do_pad the images give different numbers of tiles ({listed}), which do not stack "
-            f"into one pixel_values"
-        )
-    else:
-        width_slots = counts[0]
+    width_slots = slots_per_image(counts, s.options["do_pad"], where)
     jobs, zero, stages = [], [], []
     for i, ((canvas, fitted), count) in enumerate(zip(layouts, counts, strict=True)):
         start = i * width_slots
