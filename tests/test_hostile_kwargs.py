@@ -89,6 +89,15 @@ FAMILIES = {
         },
         {"size", "pan_and_scan_max_num_crops"},
     ),
+    "llava_next": (
+        "LlavaNextImageProcessor",
+        {
+            "image_grid_pinpoints": [*HOSTILE, [[1, 1]], [[7, 13]], [[336, 336], [0, 5]], [[336, 336.5]], [(336, 672)]],
+            "size": [*HOSTILE, {"height": 1, "width": 1}, {"shortest_edge": 1}, {"height": 64}],
+            "crop_size": [*HOSTILE, {"height": 1, "width": 1}, {"height": 300, "width": 100}, {"height": 64}],
+        },
+        {"image_grid_pinpoints", "size", "crop_size"},
+    ),
 }
 
 

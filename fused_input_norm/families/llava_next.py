@@ -17,7 +17,7 @@ import torch
 
 from ..checks import image_name, is_int
 from . import clip
-from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Job, Plan, Stage, side
+from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Job, Plan, Stage, not_one_pixel, side
 from .llava_onevision import best_resolution, fit_size, slots_per_image
 
 KIND = "llava_next"
@@ -48,10 +48,12 @@ def settings(config: Mapping, get, where: str) -> dict:
         raise ValueError(f"{where}: do_center_crop needs a crop_size, got None")
     # transformers cuts the canvas into squares of crop_size's height, else of size's
     patch = crop[0] if crop else size.get("height", size.get("shortest_edge"))
+    base = (size["height"], size["width"]) if "height" in size else (size["shortest_edge"],) * 2
+    not_one_pixel(where, "size", *base)
     options = {
         "patch": patch,
         # the base view: the whole image resized to (height, width), a shortest_edge meaning a square of it
-        "base": (size["height"], size["width"]) if "height" in size else (size["shortest_edge"],) * 2,
+        "base": base,
         "pinpoints": pinpoints(get("image_grid_pinpoints"), where),
         "do_pad": get("do_pad"),
     }
@@ -78,6 +80,7 @@ def plan(s, shapes: list, where: str) -> Plan:
     for i, (height, width) in enumerate(shapes):
         canvas = best_resolution(height, width, s.options["pinpoints"])
         fitted = fit_size(height, width, canvas)
+        not_one_pixel(where, f"image_grid_pinpoints' fit of {image_name(i, len(shapes))}", *fitted)
         boxes = [
             (top, left, min(patch, canvas[0] - top), min(patch, canvas[1] - left))
             for top in range(0, canvas[0], patch)
