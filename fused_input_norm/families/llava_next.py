@@ -15,10 +15,10 @@ from collections.abc import Mapping
 
 import torch
 
-from ..checks import image_name, is_int
+from ..checks import image_name
 from . import clip
-from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Job, Plan, Stage, not_one_pixel, side
-from .llava_onevision import best_resolution, fit_size, slots_per_image
+from .base import Job, Plan, Stage, not_one_pixel
+from .llava_onevision import best_resolution, fit_size, pinpoints, slots_per_image
 
 KIND = "llava_next"
 TYPES = ("LlavaNextImageProcessor",)
@@ -28,12 +28,7 @@ PIL_BYTES_AS_FLOAT = False
 UNSTACKED = {"pixel_values": "rows", "image_sizes": "tuples"}
 KEYS = ("image_grid_pinpoints", "do_pad", "do_center_crop", "crop_size")
 DEFAULTS = {
-    **COMMON_DEFAULTS,
-    "size": {"shortest_edge": 224},
-    "do_center_crop": True,
-    "crop_size": {"height": 224, "width": 224},
-    "image_mean": CLIP_MEAN,
-    "image_std": CLIP_STD,
+    **clip.DEFAULTS,  # CLIP's size, center crop, mean and std
     "do_pad": True,
     "image_grid_pinpoints": [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]],
 }
@@ -54,22 +49,10 @@ def settings(config: Mapping, get, where: str) -> dict:
         "patch": patch,
         # the base view: the whole image resized to (height, width), a shortest_edge meaning a square of it
         "base": base,
-        "pinpoints": pinpoints(get("image_grid_pinpoints"), where),
+        "pinpoints": pinpoints(get("image_grid_pinpoints"), None, where),
         "do_pad": get("do_pad"),
     }
     return {"size": size, "do_center_crop": get("do_center_crop"), "crop_size": crop, "options": options}
-
-
-def pinpoints(value: object, where: str) -> tuple[tuple[int, int], ...]:
-    """image_grid_pinpoints: [height, width] resolutions (lists, as transformers' call validation demands)."""
-    if not isinstance(value, list) or not value:
-        raise ValueError(f"{where}: image_grid_pinpoints must be a non-empty list of [height, width], got {value!r}")
-    checked = []
-    for i, pair in enumerate(value):
-        if not isinstance(pair, list) or len(pair) != 2 or not all(is_int(v) for v in pair):
-            raise ValueError(f"{where}: image_grid_pinpoints[{i}] must be [height, width] ints, got {pair!r}")
-        checked.append(tuple(side(where, f"image_grid_pinpoints[{i}]", v) for v in pair))
-    return tuple(checked)
 
 
 def plan(s, shapes: list, where: str) -> Plan:

@@ -79,9 +79,10 @@ def samples(images, where: str) -> list[int]:
     return [1]
 
 
-def pinpoints(value: object, tile: int, where: str) -> tuple[tuple[int, int], ...]:
-    """image_grid_pinpoints: [height, width] resolutions, each whole tiles (a partial edge tile would be
-    resized again, which the plan does not reproduce). Lists, as transformers' call validation demands."""
+def pinpoints(value: object, tile: int | None, where: str) -> tuple[tuple[int, int], ...]:
+    """image_grid_pinpoints: [height, width] resolutions, each whole tiles where a tile is given (a partial edge
+    tile would be resized again, which LLaVA-OneVision's plan does not reproduce; LLaVA-NeXT's passes None).
+    Lists, as transformers' call validation demands."""
     if not isinstance(value, list) or not value:
         raise ValueError(f"{where}: image_grid_pinpoints must be a non-empty list of [height, width], got {value!r}")
     checked = []
@@ -89,7 +90,7 @@ def pinpoints(value: object, tile: int, where: str) -> tuple[tuple[int, int], ..
         if not isinstance(pair, list) or len(pair) != 2 or not all(is_int(v) for v in pair):
             raise ValueError(f"{where}: image_grid_pinpoints[{i}] must be [height, width] ints, got {pair!r}")
         height, width = (side(where, f"image_grid_pinpoints[{i}]", v) for v in pair)
-        if height % tile or width % tile:
+        if tile and (height % tile or width % tile):
             raise ValueError(
                 f"{where}: image_grid_pinpoints[{i}] = {[height, width]} is not whole tiles of {tile} (not implemented)"
             )
