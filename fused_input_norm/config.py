@@ -203,10 +203,11 @@ VIDEO_TYPES = {
     "SmolVLMVideoProcessor": "smolvlm",
     "LlavaOnevisionVideoProcessor": "llava_onevision",
     "InternVLVideoProcessor": "internvl",
+    "LlavaNextVideoVideoProcessor": "llava_next_video",
 }
 # The video kinds whose _preprocess is BaseVideoProcessor's: each frame resized (and center-cropped) as CLIP's
 # image processor does an image, rescaled and normalized; one [T, C, h, w] per video.
-FRAMEWISE_VIDEO_KINDS = ("llava_onevision", "internvl")
+FRAMEWISE_VIDEO_KINDS = ("llava_onevision", "internvl", "llava_next_video")
 VIDEO_PROCESSOR_CLASSES = {
     "Qwen2VLProcessor": "qwen2_vl",
     "Qwen2_5_VLProcessor": "qwen2_vl",
@@ -216,6 +217,7 @@ VIDEO_PROCESSOR_CLASSES = {
     "SmolVLMProcessor": "smolvlm",
     "LlavaOnevisionProcessor": "llava_onevision",
     "InternVLProcessor": "internvl",
+    "LlavaNextVideoProcessor": "llava_next_video",
 }
 _VIDEO_COMMON = {
     **NORMALIZE_DEFAULTS,
@@ -290,6 +292,13 @@ VIDEO_DEFAULTS = {
 }
 # InternVLVideoProcessor's: LLaVA-OneVision's but BaseVideoProcessor's default_to_square (an int size is a square).
 VIDEO_DEFAULTS["internvl"] = {**VIDEO_DEFAULTS["llava_onevision"], "default_to_square": True}
+# LlavaNextVideoVideoProcessor's: CLIP's resize and center crop.
+VIDEO_DEFAULTS["llava_next_video"] = {
+    **VIDEO_DEFAULTS["llava_onevision"],
+    "size": {"shortest_edge": 224},
+    "do_center_crop": True,
+    "crop_size": {"height": 224, "width": 224},
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,6 +24,7 @@ stand_in, which both engine plugins call, falls back to them where no family sta
 Imports transformers only when called: importing this module never does.
 """
 
+import dataclasses
 import functools
 import importlib.metadata
 import logging
@@ -333,11 +334,16 @@ class FusedHFImageProcessor(_Adapter):
             images = _nested_map(images, _drop_alpha)
             flat = _flat(images)
         processor = self._processor(config, device)
-        # A family laid out per sample reads the call's nesting (transformers' nested list of images).
-        out = processor(
-            images if getattr(family, "BY_SAMPLE", False) else list(flat),
-            visual_dtype=torch.uint8 if raw else processor.transformers_dtype,
-        )
+        try:
+            # A family laid out per sample reads the call's nesting (transformers' nested list of images).
+            out = processor(
+                images if getattr(family, "BY_SAMPLE", False) else list(flat),
+                visual_dtype=torch.uint8 if raw else processor.transformers_dtype,
+            )
+        except ValueError as e:
+            # refused by the plan, from the images' shapes, before any kernel ran (LLaVA-NeXT: a view smaller
+            # than the crop, which transformers pads): upstream answers, its result or its own error
+            return str(e)
         if hasattr(family, "as_upstream"):
             out = family.as_upstream(self.reference, out, raw)
         elif raw and self.reference == "pil" and family.PIL_BYTES_AS_FLOAT:
@@ -361,6 +367,14 @@ class FusedHFImageProcessor(_Adapter):
             (repr(sorted(config.items())), str(device)),
             lambda: FusedImageProcessor.from_preprocessor_config(config, device=device, reference=self.reference),
         )
+
+
+def _plain(value: Any) -> Any:
+    """A size (a SizeDict or a dict) as a dict of its set keys, to compare; any other value as it is."""
+    if isinstance(value, Mapping) or dataclasses.is_dataclass(value):
+        items = value.items() if isinstance(value, Mapping) else dataclasses.asdict(value).items()
+        return {k: v for k, v in items if v is not None}
+    return value
 
 
 def _flat(images: Any) -> list:
@@ -588,7 +602,9 @@ class FusedHFVideoProcessor(_Adapter):
         if not smolvlm and kind not in configs.FRAMEWISE_VIDEO_KINDS and padded not in (None, False):
             return "do_pad is set"
         for key in ("do_center_crop", "crop_size", "pad_size"):
-            if rest.pop(key, None) not in (None, False):
+            value = rest.pop(key, None)
+            # upstream's own value passed back on each call (LlavaNextVideoProcessor's center crop) is its config's
+            if value not in (None, False) and _plain(value) != _plain(getattr(self.upstream, key, None)):
                 return f"{key} is set"
         leftover = {k: v for k, v in rest.items() if k not in _VIDEO_SAMPLED and v is not None}
         if leftover:

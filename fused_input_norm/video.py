@@ -80,6 +80,8 @@ CALL_KEYS = {
     | _FRAMEWISE_IGNORED,
     "internvl": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"}
     | _FRAMEWISE_IGNORED,
+    "llava_next_video": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"}
+    | _FRAMEWISE_IGNORED,
 }
 # Keys whose explicit None in a call means None (transformers keeps a passed None; a config's null is the default).
 _NONE_KEYS = ("fps", "num_frames", "cap_pixels_per_frame")

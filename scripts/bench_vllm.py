@@ -6,7 +6,8 @@ vLLM's own hashing of the image (its processor-cache key) is reported apart.
     .venv-vllm/bin/python scripts/bench_vllm.py [--models qwen2_vl,glm4v,...] [--repeats N] [--rounds R]
 
 --models: qwen2_vl (the default; both max_pixels settings) and any model of tests/test_vllm_families.py
-(its tiny model directories: the architectures the plugin serves by their image processor) and of
+(its tiny model directories: the architectures the plugin serves by their image processor, LLaVA-NeXT's
+llava_next and granite4_vision included) and of
 tests/test_vllm_deepseek_ocr.py (deepseek_ocr, deepseek_ocr2, unlimited_ocr, unlimited_ocr2: vLLM's own
 processor, served in its class), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.

@@ -6,6 +6,37 @@ import numpy as np
 import torch
 
 FP32_ATOL = 1e-6
+# llava-hf/llava-v1.6-mistral-7b-hf's preprocessor_config.json, less its type keys; llava-v1.6-vicuna-7b-hf,
+# -vicuna-13b-hf and -34b-hf ship the same keys and values, and LLaVA-NeXT-Video-7B-hf's image processor too.
+LLAVA_NEXT_V16 = {
+    "aspect_ratio_setting": "anyres",
+    "crop_size": {"height": 336, "width": 336},
+    "do_center_crop": True,
+    "do_convert_rgb": True,
+    "do_normalize": True,
+    "do_rescale": True,
+    "do_resize": True,
+    "image_grid_pinpoints": [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]],
+    "image_mean": [0.48145466, 0.4578275, 0.40821073],
+    "image_std": [0.26862954, 0.26130258, 0.27577711],
+    "resample": 3,
+    "rescale_factor": 0.00392156862745098,
+    "size": {"shortest_edge": 336},
+}
+# Granite Vision's (ibm-granite/granite-vision-3.x; Granite 4 Vision loads the same class): SigLIP's mean and
+# std, 384 patches, 27 grids of 1 to 10 patches, in the config's order (it breaks ties).
+GRANITE_VISION = {
+    **LLAVA_NEXT_V16,
+    "crop_size": {"height": 384, "width": 384},
+    "size": {"shortest_edge": 384},
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "image_grid_pinpoints": [[384, 384 * c] for c in range(1, 11)]
+    + [[768, 384 * c] for c in range(1, 6)]
+    + [[1152, 384 * c] for c in range(1, 4)]
+    + [[1536, 384], [1536, 768], [1920, 384], [1920, 768]]
+    + [[384 * r, 384] for r in range(6, 11)],
+}
 
 
 def photo(name: str) -> np.ndarray:

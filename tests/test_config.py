@@ -101,10 +101,10 @@ def test_qwen_config_without_mean_and_std_is_normalized_as_transformers_does():
 
 
 def test_an_unknown_type_keeps_the_generic_defaults_for_the_module_and_is_refused_by_the_processor():
-    config = {"image_processor_type": "LlavaNextImageProcessor"}
+    config = {"image_processor_type": "NoSuchImageProcessor"}
     norm = FusedInputNorm.from_preprocessor_config(config)
     assert (norm.rescale_factor, norm.image_mean, norm.image_std) == (1 / 255, [0.5] * 3, [0.5] * 3)
-    with pytest.raises(ValueError, match="unsupported image processor 'LlavaNextImageProcessor'"):
+    with pytest.raises(ValueError, match="unsupported image processor 'NoSuchImageProcessor'"):
         FusedImageProcessor.from_preprocessor_config(config, device="cpu")
 
 

@@ -652,6 +652,7 @@ UNSTACKED_FAMILIES = [
     ("gemma3.Gemma3ImageProcessor", GEMMA3_CALL | {"do_pan_and_scan": True}),
     ("got_ocr2.GotOcr2ImageProcessor", {"crop_to_patches": True}),
     ("llava_onevision.LlavaOnevisionImageProcessor", {}),
+    ("llava_next.LlavaNextImageProcessor", {}),
     ("idefics3.Idefics3ImageProcessor", {}),
     ("smolvlm.SmolVLMImageProcessor", {}),
     ("llama4.Llama4ImageProcessor", {}),

@@ -89,6 +89,15 @@ FAMILIES = {
         },
         {"size", "pan_and_scan_max_num_crops"},
     ),
+    "llava_next": (
+        "LlavaNextImageProcessor",
+        {
+            "image_grid_pinpoints": [*HOSTILE, [[1, 1]], [[7, 13]], [[336, 336], [0, 5]], [[336, 336.5]], [(336, 672)]],
+            "size": [*HOSTILE, {"height": 1, "width": 1}, {"shortest_edge": 1}, {"height": 64}],
+            "crop_size": [*HOSTILE, {"height": 300, "width": 100}, {"height": 64}],
+        },
+        {"image_grid_pinpoints", "size", "crop_size"},
+    ),
 }
 
 
@@ -124,6 +133,8 @@ FLOOD = [
     ("glm4v", {"size": {"shortest_edge": 10**8, "longest_edge": 2 * 10**8}}),
     ("idefics3", {"max_image_size": {"longest_edge": 7}}),
     ("gemma3", {"do_pan_and_scan": True, "pan_and_scan_max_num_crops": 4096, "pan_and_scan_min_crop_size": 1}),
+    # 1-pixel patches: LLaVA-NeXT cuts its canvas into squares of crop_size's height, 451,584 of them here
+    ("llava_next", {"crop_size": {"height": 1, "width": 1}}),
 ]
 
 

@@ -397,7 +397,7 @@ def test_min_max_pixels_override_size_as_in_transformers():
 @pytest.mark.parametrize(
     "config,message",
     [
-        ({"image_processor_type": "LlavaNextImageProcessor"}, "unsupported image processor 'LlavaNextImageProcessor'"),
+        ({"image_processor_type": "NoSuchImageProcessor"}, "unsupported image processor 'NoSuchImageProcessor'"),
         (
             {"processor_class": "Blip2Processor"},
             "supported: Qwen2VLImageProcessor(Fast/Pil), CohereCompassImageProcessor(Fast/Pil), CLIPImageProcessor",

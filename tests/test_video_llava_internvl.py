@@ -1,5 +1,6 @@
-"""LLaVA-OneVision's and InternVL-hf's video processors (transformers' LlavaOnevisionVideoProcessor and
-InternVLVideoProcessor, torchvision backend, their only one; Intern-S1 uses InternVL's) against
+"""LLaVA-OneVision's, InternVL-hf's and LLaVA-NeXT-Video's video processors (transformers'
+LlavaOnevisionVideoProcessor, InternVLVideoProcessor and LlavaNextVideoVideoProcessor, torchvision backend, their
+only one; Intern-S1 uses InternVL's) against
 FusedVideoProcessor and FusedHFVideoProcessor: both run BaseVideoProcessor's _preprocess (every frame resized to
 size, optionally center-cropped, rescaled and normalized: one [T, C, h, w] per video), reproduced here as CLIP
 images, one call per clip. Clips made of real photos (each frame a shifted crop), odd sizes, several clips of
@@ -19,11 +20,13 @@ from fused_input_norm.hf_adapter import FusedHFVideoProcessor
 pytest.importorskip("skimage.data", reason="scikit-image (real photos) is not installed")
 llava_video = pytest.importorskip("transformers.models.llava_onevision.video_processing_llava_onevision")
 internvl_video = pytest.importorskip("transformers.models.internvl.video_processing_internvl")
+llava_next_video = pytest.importorskip("transformers.models.llava_next_video.video_processing_llava_next_video")
 VideoMetadata = pytest.importorskip("transformers.video_utils").VideoMetadata
 
 CLASSES = {
     "llava_onevision": llava_video.LlavaOnevisionVideoProcessor,
     "internvl": internvl_video.InternVLVideoProcessor,
+    "llava_next_video": llava_next_video.LlavaNextVideoVideoProcessor,
 }
 # llava-hf/llava-onevision-qwen2-*-hf's video_preprocessor_config.json (its SigLIP mean and std) and
 # OpenGVLab/InternVL3-*-hf's (ImageNet's mean and std, 448 tiles, sampling on), less their type keys.
@@ -55,6 +58,24 @@ CHECKPOINTS = {
         "resample": 3,
         "rescale_factor": 0.00392156862745098,
         "size": {"height": 448, "width": 448},
+        "do_sample_frames": False,
+        "fps": None,
+        "num_frames": None,
+    },
+    # llava-hf/LLaVA-NeXT-Video-7B-hf's: CLIP's mean and std, shortest edge 336, center crop 336
+    "llava_next_video": {
+        "crop_size": {"height": 336, "width": 336},
+        "default_to_square": False,
+        "do_center_crop": True,
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "resample": 3,
+        "rescale_factor": 0.00392156862745098,
+        "size": {"shortest_edge": 336},
         "do_sample_frames": False,
         "fps": None,
         "num_frames": None,
@@ -108,10 +129,22 @@ def compare(got, want, label: str, return_tensors) -> None:
     assert_same(dict(got), dict(want), label)
 
 
+# LLaVA-NeXT-Video crops 336 x 336 after its resize: per-call sizes that leave room for the crop.
+CROPPED_SIZES = {
+    "size-per-call": {"size": {"height": 400, "width": 350}, "resample": 2},
+    "shortest-edge": {"size": {"shortest_edge": 340}},
+}
+
+
+def call(kind: str, name: str) -> tuple:
+    videos, kwargs = calls()[name]
+    return videos, CROPPED_SIZES.get(name, kwargs) if kind == "llava_next_video" else kwargs
+
+
 @pytest.mark.parametrize("kind", list(CLASSES))
 @pytest.mark.parametrize("name", list(calls()))
 def test_adapter_matches_transformers(monkeypatch, kind, name):
-    videos, kwargs = calls()[name]
+    videos, kwargs = call(kind, name)
     upstream = CLASSES[kind](**CHECKPOINTS[kind])
     adapter = FusedHFVideoProcessor(CLASSES[kind](**CHECKPOINTS[kind]))
     assert isinstance(adapter, CLASSES[kind])
@@ -146,6 +179,8 @@ def test_adapter_attribute_writes_are_read(monkeypatch, kind):
     forbid_upstream(monkeypatch, adapter)
     for processor in (adapter, upstream):
         processor.size = {"height": 50, "width": 70}
+        if kind == "llava_next_video":  # its crop, made to fit
+            processor.crop_size = {"height": 40, "width": 60}
     videos = [chw(clip(2))]
     assert_same(dict(adapter(videos, return_tensors="pt")), dict(upstream(videos, return_tensors="pt")), kind)
 
@@ -154,7 +189,7 @@ def test_adapter_attribute_writes_are_read(monkeypatch, kind):
 @pytest.mark.parametrize("name", list(calls()))
 def test_from_preprocessor_config_matches_transformers(kind, name):
     """FusedVideoProcessor from the checkpoint's config, the same call (uint8 for the bytes)."""
-    videos, kwargs = calls()[name]
+    videos, kwargs = call(kind, name)
     unstacked = CLASSES[kind](**CHECKPOINTS[kind])(videos, **kwargs)
     stacks = len({tuple(v.shape) for v in unstacked["pixel_values_videos"]}) == 1
     want = CLASSES[kind](**CHECKPOINTS[kind])(videos, return_tensors="pt", **kwargs) if stacks else unstacked
@@ -172,11 +207,16 @@ def test_config_reads_as_the_class(kind):
     """The class's defaults where the config leaves keys out; an int size as the class reads it (InternVL's
     default_to_square: a square; LLaVA-OV's: a shortest edge); the processor_class alone names the kind."""
     videos = [chw(clip(2, height=70, width=45))]
-    for config in ({}, {"size": 56}, {"do_center_crop": True, "crop_size": {"height": 30, "width": 40}}):
+    square = {"size": 56} if kind != "llava_next_video" else {"size": 56, "crop_size": 40}  # a crop that fits
+    for config in ({}, square, {"do_center_crop": True, "crop_size": {"height": 30, "width": 40}}):
         want = CLASSES[kind](**config)(videos, return_tensors="pt")
         got = FusedVideoProcessor.from_preprocessor_config({**config, "video_processor_type": CLASSES[kind].__name__})
         assert_same(got(videos), dict(want), f"{kind} config {config}")
-    processor_class = {"llava_onevision": "LlavaOnevisionProcessor", "internvl": "InternVLProcessor"}[kind]
+    processor_class = {
+        "llava_onevision": "LlavaOnevisionProcessor",
+        "internvl": "InternVLProcessor",
+        "llava_next_video": "LlavaNextVideoProcessor",
+    }[kind]
     assert configs.video_kind_of({"processor_class": processor_class}) == kind
 
 

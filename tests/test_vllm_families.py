@@ -16,7 +16,10 @@ tokenizer with the model's special tokens, preprocessor_config.json as the check
     where this tree has their family (skipped, with the reason, before it lands);
   Mistral Small 3.x (Mistral3ForConditionalGeneration, a per-request longest edge, device normalize on and
     off) and Pixtral-12B (LlavaForConditionalGeneration with a Pixtral tower): PixtralImageProcessor, through
-    PixtralProcessor's per-call patch_size.
+    PixtralProcessor's per-call patch_size;
+  LLaVA-NeXT 1.6 (LlavaNextForConditionalGeneration), Granite 4 Vision (Granite4VisionForConditionalGeneration,
+    Granite Vision's 27 pinpoints) and LLaVA-NeXT-Video (LlavaNextVideoForConditionalGeneration: its videos,
+    LlavaNextVideoVideoProcessor): LlavaNextImageProcessor, per-request resample and mean / std.
 Compared, for every request: prompt_token_ids, mm_placeholders, mm_hashes and every tensor of every item of
 mm_kwargs (uint8 and integer ones exactly, float32 within 1e-6); the plugin's side must hold a
 FusedHFImageProcessor and say so in its log line.
@@ -31,6 +34,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from family_checks import GRANITE_VISION, LLAVA_NEXT_V16
 from test_vllm_processor import CLIP_MEAN, CLIP_STD, both_sides, class_name, photo, write_model
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -77,6 +81,10 @@ MODELS = {
     "llama4": ("Llama4ForConditionalGeneration", "<|image|>", (None,), "Llama4ImageProcessor"),
     "idefics3": ("Idefics3ForConditionalGeneration", "<image>", (None,), "Idefics3ImageProcessor"),
     "smolvlm": ("SmolVLMForConditionalGeneration", "<image>", (None,), "SmolVLMImageProcessor"),
+    "llava_next": ("LlavaNextForConditionalGeneration", "<image>", (None,), "LlavaNextImageProcessor"),
+    "granite4_vision": ("Granite4VisionForConditionalGeneration", "<image>", (None,), "LlavaNextImageProcessor"),
+    # LLaVA-NeXT-Video: vLLM takes only its videos (LlavaNextVideoVideoProcessor); it holds the image processor
+    "llava_next_video": ("LlavaNextVideoForConditionalGeneration", "<image>", (None,), "LlavaNextImageProcessor"),
 }
 
 
@@ -396,6 +404,74 @@ def write_llava_onevision(path: str) -> None:
     )
 
 
+def write_llava_next(path: str, video: bool = False) -> None:
+    """LLaVA-NeXT 1.6's layout: a CLIP ViT-L/14-336 tower, anyres over its five pinpoints, a Mistral text model
+    (LLaVA-NeXT-Video: a Llama one, LlavaNextVideoVideoProcessor's CLIP-style frames, 2x2 pooling)."""
+    from transformers import LlavaNextConfig, LlavaNextVideoConfig
+
+    os.makedirs(path, exist_ok=True)
+    named = {"image_token": "<image>"} | ({"video_token": "<video>"} if video else {})
+    vocab = tokenizer(path, ["<s>", "</s>", *named.values()], "<s>", "</s>", named)
+    common = {
+        "vision_config": VISION | {"model_type": "clip_vision_model", "image_size": 336, "patch_size": 14},
+        "image_token_index": vocab["<image>"],
+        "image_grid_pinpoints": LLAVA_NEXT_V16["image_grid_pinpoints"],
+        "vision_feature_select_strategy": "default",
+        "vision_feature_layer": -2,
+    }
+    if video:
+        config = LlavaNextVideoConfig(
+            text_config=TEXT | {"model_type": "llama"},
+            video_token_index=vocab["<video>"],
+            spatial_pool_mode="average",
+            spatial_pool_stride=2,
+            **common,
+        )
+    else:
+        config = LlavaNextConfig(text_config=TEXT | {"model_type": "mistral"}, **common)
+    config.architectures = ["LlavaNextVideoForConditionalGeneration" if video else "LlavaNextForConditionalGeneration"]
+    config.save_pretrained(path)
+    processor_class = "LlavaNextVideoProcessor" if video else "LlavaNextProcessor"
+    preprocessor = {"image_processor_type": "LlavaNextImageProcessor", "processor_class": processor_class}
+    dump(path, "preprocessor_config.json", preprocessor | LLAVA_NEXT_V16)
+    processor = {"processor_class": processor_class, "patch_size": 14, "vision_feature_select_strategy": "default"}
+    dump(path, "processor_config.json", processor | {"num_additional_image_tokens": 1} | named)
+    if video:  # llava-hf/LLaVA-NeXT-Video-7B-hf's video_preprocessor_config.json
+        keys = {k: v for k, v in LLAVA_NEXT_V16.items() if k not in ("aspect_ratio_setting", "image_grid_pinpoints")}
+        video_keys = {"video_processor_type": "LlavaNextVideoVideoProcessor", "processor_class": processor_class}
+        video_keys |= {"default_to_square": False, "do_sample_frames": False, "fps": None, "num_frames": None}
+        dump(path, "video_preprocessor_config.json", video_keys | keys)
+
+
+def write_granite4_vision(path: str) -> None:
+    """Granite 4 Vision's layout: a SigLIP tower at 384 (patch 16), the Window Q-Former's 4/8 downsampling,
+    a Granite text model, LlavaNextImageProcessor with Granite Vision's pinpoints, Granite4VisionProcessor."""
+    from transformers import Granite4VisionConfig
+
+    os.makedirs(path, exist_ok=True)
+    named = {"image_token": "<image>"}
+    vocab = tokenizer(
+        path, ["<|end_of_text|>", "<|start_of_role|>", "<image>"], "<|start_of_role|>", "<|end_of_text|>", named
+    )
+    config = Granite4VisionConfig(
+        text_config=TEXT | {"model_type": "granite4_vision_text"},
+        # the Q-Former takes hidden_size // 64 heads: 128, two
+        vision_config=VISION
+        | {"model_type": "siglip_vision_model", "hidden_size": 128, "image_size": 384, "patch_size": 16},
+        image_token_index=vocab["<image>"],
+        image_grid_pinpoints=GRANITE_VISION["image_grid_pinpoints"],
+        vision_feature_select_strategy="full",
+        downsample_rate="4/8",
+    )
+    config.architectures = ["Granite4VisionForConditionalGeneration"]
+    config.save_pretrained(path)
+    preprocessor = {"image_processor_type": "LlavaNextImageProcessor", "processor_class": "Granite4VisionProcessor"}
+    dump(path, "preprocessor_config.json", preprocessor | GRANITE_VISION)
+    processor = {"processor_class": "Granite4VisionProcessor", "patch_size": 16, "downsample_rate": "4/8"}
+    processor |= {"vision_feature_select_strategy": "full", "num_additional_image_tokens": 0}
+    dump(path, "processor_config.json", processor | named)
+
+
 def write_pixtral(path: str, architecture: str, longest_edge: int, patch: int, merge: int) -> None:
     """A Pixtral-tower model in transformers' format: Mistral3ForConditionalGeneration (Mistral Small 3.1 /
     3.2: longest edge 1540, patch 14, spatial merge 2) or LlavaForConditionalGeneration (Pixtral-12B: 1024,
@@ -507,6 +583,9 @@ WRITERS = {
     "llama4": write_llama4,
     "idefics3": write_idefics3,
     "smolvlm": functools.partial(write_idefics3, smolvlm=True),
+    "llava_next": write_llava_next,
+    "granite4_vision": write_granite4_vision,
+    "llava_next_video": functools.partial(write_llava_next, video=True),
 }
 # vLLM's InternVL processor's per-request kwargs: fewer tiles; exactly two (a 5:4 image is equally close to
 # 1x2 and 2x1: vLLM's order of the grids decides); one tile (no dynamic size).
@@ -523,6 +602,8 @@ REQUEST_KWARGS = {
     "mistral3": [{"size": {"longest_edge": 448}}],
     "llama4": [{"max_patches": 4}, {"resize_to_max_canvas": True}],
     "idefics3": [{"do_image_splitting": False}],
+    "llava_next": [{"resample": 2}, {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.25, 0.25, 0.25]}],
+    "granite4_vision": [{"resample": 2}],
 }
 
 
@@ -593,6 +674,8 @@ def worker(root: str, out_path: str) -> None:
             if model in VIDEO_MODELS:
                 results[key + "-video-class"] = class_name(processor.info.get_hf_processor().video_processor)
                 for name, prompt, videos in video_requests(VIDEO_MODELS[model]):
+                    if name not in video_names(model):
+                        continue
                     out = processor(prompt, processor.info.parse_mm_data({"video": videos}), hf_processor_mm_kwargs={})
                     results[f"{key}-{name}"] = outputs(out, "video")
             for name, prompt, images, kwargs in requests(image):
@@ -620,8 +703,18 @@ def outputs(out, modality: str) -> dict:
 
 # Models whose videos are compared too (vLLM's InternVL video processor: each frame one tile), and their prompt's
 # video placeholder.
-VIDEO_MODELS = {"internvl_chat_video": "<video>", "llava_onevision_video": "<video>", "internvl_video": "<video>"}
+VIDEO_MODELS = {
+    "internvl_chat_video": "<video>",
+    "llava_onevision_video": "<video>",
+    "internvl_video": "<video>",
+    "llava_next_video": "<video>",
+}
 VIDEO_NAMES = ["video-9x180x320", "videos-2"]
+ONE_VIDEO = ("llava_next_video",)  # vLLM takes one video per prompt for these
+
+
+def video_names(model: str) -> list[str]:
+    return VIDEO_NAMES[:1] if model in ONE_VIDEO else VIDEO_NAMES if model in VIDEO_MODELS else []
 
 
 def video_requests(placeholder: str):
@@ -692,7 +785,7 @@ def test_same_outputs_plugin_on_and_off(request, model, path):
     else:
         assert on[key + "-class"] == "fused_input_norm.hf_adapter.FusedHFImageProcessor", on[key + "-class"]
         assert off[key + "-class"].startswith("transformers."), off[key + "-class"]
-    for name in request_names(model) + (VIDEO_NAMES if model in VIDEO_MODELS else []):
+    for name in request_names(model) + video_names(model):
         got, expected = on[f"{key}-{name}"], off[f"{key}-{name}"]
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
             assert got[field] == expected[field], f"{name}: {field}"
@@ -747,6 +840,7 @@ def test_log_says_which_processor_serves_images(request, model):
 HF_VIDEO_PROCESSORS = {
     "llava_onevision_video": "LlavaOnevisionVideoProcessor",
     "internvl_video": "InternVLVideoProcessor",
+    "llava_next_video": "LlavaNextVideoVideoProcessor",
 }
 
 
@@ -762,6 +856,22 @@ def test_videos_are_served_by_the_adapter(request, model, upstream):
     assert off[f"{model}-float-video-class"].endswith(f".{upstream}"), off[f"{model}-float-video-class"]
     assert any(f"FusedVideoProcessor serves videos in place of transformers' {upstream}" in x for x in on["log"])
     assert not any(f"{upstream} serves this call" in line for line in on["log"]), on["log"]
+
+
+def test_llava_next_requests_are_served(sides):
+    """LLaVA-NeXT, Granite 4 Vision and LLaVA-NeXT-Video (LlavaNextImageProcessor and its video processor):
+    every request but the one asking for nearest resampling is served, none handed back."""
+    if family_missing("llava_next"):
+        pytest.skip("this tree has no family for LlavaNextImageProcessor yet")
+    on, _ = sides
+    handed_back = [
+        line
+        for line in on["log"]
+        if ("LlavaNextImageProcessor serves this call" in line and "nearest" not in line)
+        or "LlavaNextVideoVideoProcessor serves this call" in line
+    ]
+    assert not handed_back, handed_back
+    assert sum("LlavaNextImageProcessor serves this call" in line for line in on["log"]) == 2  # the two fallbacks
 
 
 def test_log_says_fused_serves_vllm_internvl(sides):

@@ -73,7 +73,7 @@ def plan(s, shapes: list, where: str) -> Plan:
     count = len(shapes)
     jobs = []
     for i, (height, width) in enumerate(shapes):
-        size, crop = _resize_and_crop(s, image_name(i, count), height, width, where)
+        size, crop = resize_and_crop(s, image_name(i, count), height, width, where)
         jobs.append(Job(i, size, crop, (i, i + 1)))
     if len({job.crop[2:] for job in jobs}) > 1:
         listed = ", ".join(f"{image_name(i, count)}: {h}x{w}" for i, (_, _, h, w) in enumerate(j.crop for j in jobs))
@@ -84,7 +84,9 @@ def plan(s, shapes: list, where: str) -> Plan:
     return Plan((count, s.normalization.channel, *jobs[0].crop[2:]), jobs)
 
 
-def _resize_and_crop(s, name: str, height: int, width: int, where: str):
+def resize_and_crop(s, name: str, height: int, width: int, where: str):
+    """An image (or LLaVA-NeXT's view) of height x width: the size it is resized to (its own without do_resize),
+    and the (top, left, height, width) of that kept by the center crop."""
     if not s.do_resize:
         size = (height, width)
     elif "shortest_edge" in s.size:
@@ -96,6 +98,7 @@ def _resize_and_crop(s, name: str, height: int, width: int, where: str):
     crop_h, crop_w = s.crop_size
     if crop_h > size[0] or crop_w > size[1]:
         raise ValueError(
-            f"{where}: {name} is {height}x{width}, smaller than crop_size {crop_h}x{crop_w} (do_resize is off)"
+            f"{where}: {name} is {size[0]}x{size[1]}, smaller than crop_size {crop_h}x{crop_w} (transformers pads it "
+            f"before the crop: not implemented)"
         )
     return size, center_crop_box(size, s.crop_size)

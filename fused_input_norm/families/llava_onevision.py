@@ -79,9 +79,10 @@ def samples(images, where: str) -> list[int]:
     return [1]
 
 
-def pinpoints(value: object, tile: int, where: str) -> tuple[tuple[int, int], ...]:
-    """image_grid_pinpoints: [height, width] resolutions, each whole tiles (a partial edge tile would be
-    resized again, which the plan does not reproduce). Lists, as transformers' call validation demands."""
+def pinpoints(value: object, tile: int | None, where: str) -> tuple[tuple[int, int], ...]:
+    """image_grid_pinpoints: [height, width] resolutions, each whole tiles where a tile is given (a partial edge
+    tile would be resized again, which LLaVA-OneVision's plan does not reproduce; LLaVA-NeXT's passes None).
+    Lists, as transformers' call validation demands."""
     if not isinstance(value, list) or not value:
         raise ValueError(f"{where}: image_grid_pinpoints must be a non-empty list of [height, width], got {value!r}")
     checked = []
@@ -89,7 +90,7 @@ def pinpoints(value: object, tile: int, where: str) -> tuple[tuple[int, int], ..
         if not isinstance(pair, list) or len(pair) != 2 or not all(is_int(v) for v in pair):
             raise ValueError(f"{where}: image_grid_pinpoints[{i}] must be [height, width] ints, got {pair!r}")
         height, width = (side(where, f"image_grid_pinpoints[{i}]", v) for v in pair)
-        if height % tile or width % tile:
+        if tile and (height % tile or width % tile):
             raise ValueError(
                 f"{where}: image_grid_pinpoints[{i}] = {[height, width]} is not whole tiles of {tile} (not implemented)"
             )
@@ -120,6 +121,20 @@ def fit_size(height: int, width: int, target: tuple[int, int]) -> tuple[int, int
     return target_h, min(math.ceil(width * scale_h), target_w)
 
 
+def slots_per_image(counts: list[int], do_pad: bool, where: str) -> int:
+    """The slots each image gets: with do_pad the most any image fills (the rest zeroed); without it, images
+    filling different numbers do not stack (transformers returns them as a list, or fails to make a tensor)."""
+    if do_pad:
+        return max(counts)
+    if len(set(counts)) > 1:
+        listed = ", ".join(f"{image_name(i, len(counts))}: {c}" for i, c in enumerate(counts))
+        raise ValueError(
+            f"{where}: without do_pad the images give different numbers of tiles ({listed}), which do not stack "
+            f"into one pixel_values"
+        )
+    return counts[0]
+
+
 def plan(s, shapes: list, where: str, samples: list[int] | None = None) -> Plan:
     """Per image of a one-image sample, slot 0 the base image, then the tiles of the padded best resolution,
     row by row, in one kernel run; per image of a multi-image sample, its padded square resized to one tile
@@ -140,16 +155,7 @@ def plan(s, shapes: list, where: str, samples: list[int] | None = None) -> Plan:
         canvas = best_resolution(height, width, s.options["pinpoints"]) if alone else None
         layouts.append((canvas, fit_size(height, width, canvas) if alone else None))
     counts = [1 + (canvas[0] // tile) * (canvas[1] // tile) if canvas else 1 for canvas, _ in layouts]
-    if s.options["do_pad"]:
-        width_slots = max(counts)
-    elif len(set(counts)) > 1:
-        listed = ", ".join(f"{image_name(i, len(counts))}: {c}" for i, c in enumerate(counts))
-        raise ValueError(
-            f"{where}: without do_pad the images give different numbers of tiles ({listed}), which do not stack "
-            f"into one pixel_values"
-        )
-    else:
-        width_slots = counts[0]
+    width_slots = slots_per_image(counts, s.options["do_pad"], where)
     jobs, zero, stages = [], [], []
     for i, ((canvas, fitted), count) in enumerate(zip(layouts, counts, strict=True)):
         start = i * width_slots
