@@ -2,7 +2,8 @@
 # The vLLM plugin against the real vllm 0.34.0: creates (or reuses) .venv-vllm and runs tests/test_vllm.py,
 # tests/test_vllm_processor.py, tests/test_vllm_families.py (vLLM's multimodal processors with FusedImageProcessor
 # serving images: Qwen-VL, LLaVA, PaliGemma, Qwen3-VL-MoE, Gemma 3, GLM-4.1V, InternVL (vLLM's own and
-# transformers' format), LLaVA-OneVision, Idefics3, SmolVLM, Llama 4, Mistral Small 3.x, Pixtral-12B) and
+# transformers' format), LLaVA-OneVision, Idefics3, SmolVLM, Llama 4, Mistral Small 3.x, Pixtral-12B),
+# tests/test_vllm_internvl_family.py (vLLM's own InternVL subclasses: H2OVL, Llama-Nemotron-Nano-VL) and
 # tests/test_vllm_server.py (the server's request path), tests/test_vllm_hostile.py (hostile per-request
 # kwargs, plugin on vs off: ~40 s) and tests/test_vllm_reach.py (scripts/vllm_reach.py's table against the
 # installed registry, ~20 s); ~10 min.
@@ -44,5 +45,5 @@ echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
 (cd / && "$VENV/bin/python" -c "import fused_input_norm as f; assert 'site-packages' in f.__file__, f.__file__; print('installed:', f.__file__, f.build_info())")
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
 # import the installed copy.
-"$VENV/bin/pytest" -q -rs tests/test_vllm.py tests/test_vllm_processor.py tests/test_vllm_families.py \
+"$VENV/bin/pytest" -q -rs tests/test_vllm.py tests/test_vllm_processor.py tests/test_vllm_families.py tests/test_vllm_internvl_family.py \
   tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_reach.py tests/test_vllm_pool.py "$@"

@@ -4,7 +4,21 @@ plugin all read."""
 
 from types import ModuleType
 
-from . import clip, gemma3, glm4v, got_ocr2, idefics3, internvl_chat, llama4, llava_onevision, pixtral, qwen2_vl, siglip
+from . import (
+    clip,
+    gemma3,
+    glm4v,
+    got_ocr2,
+    h2ovl,
+    idefics3,
+    internvl_chat,
+    llama4,
+    llava_onevision,
+    nemotron_vl,
+    pixtral,
+    qwen2_vl,
+    siglip,
+)
 from .base import Job, Plan
 
 FAMILIES: dict[str, ModuleType] = {
@@ -16,6 +30,8 @@ FAMILIES: dict[str, ModuleType] = {
         glm4v,
         gemma3,
         internvl_chat,
+        h2ovl,
+        nemotron_vl,
         got_ocr2,
         llava_onevision,
         pixtral,
