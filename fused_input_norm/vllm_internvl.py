@@ -108,6 +108,23 @@ SERVED = {
     ),
 }
 SERVING = "FusedImageProcessor (reference 'pil')"
+# vLLM's NanoNemotronVLProcessor (NemotronH_Nano_VL_V2 and the NemotronH *Omni* architectures), which vLLM builds
+# through InputProcessingContext.init_processor (no transformers processor, no cached_processor_from_config):
+# served in its class the first time vLLM builds it (importing its module costs seconds, so not before).
+CONTEXT_MODULE = "vllm.multimodal.processing.context"
+NANO_MODULE = "vllm.transformers_utils.processors.nano_nemotron_vl"
+NANO_CLASS = "NanoNemotronVLProcessor"
+NANO_BASE = "BaseNanoNemotronVLProcessor"
+NANO = {
+    "_bicubic_resize_and_normalize": "05ef8de4327bd4dae8128957abc3aa8688b4c749aaecee953e18127ee4024ab8",
+    "_pil_to_nhwc_tensor": "7befc4a2cbf45ecb55f0be7bf71ee95e191fbb852150725cc0f0ff1e8157ef94",
+    "dynamic_preprocess": "942e85f3e9c443c0fa724573eb0e6d635b3bc3612fbf6cf1157681e193e57155",
+    "get_internvl_target_ratios": "2b81aebfc3b7c57a069b30a4d8325b7f5c27a682bfcd343cb0c9970d61045d2f",
+    "calculate_internvl_targets": "b81a1baeb80d7db216ed4ac2aee1a3682af152caed1dddbc7db446eaba3acff2",
+    f"{NANO_BASE}.__init__": "79921fb5d57c1704b07be8790d5b7f9a6847f593d641d3870980f36c4373dbb7",
+    f"{NANO_BASE}._images_to_pixel_values_lst": "5fd39ec7770544b93e2cc4efa2fc3f21dcbd86dd9a1c61ea8476cfd9f71cf96d",
+    f"{NANO_BASE}._preprocess_image": "fdc0f50d1036394ecccaecfa1d0909b4a39ac65decc0112e4c57696ac52d8e17",
+}
 MAX_LOGGED_REASONS = 64
 # vLLM resizes the image in its own mode, then converts it to RGB: for these modes that is the same as
 # converting first (gray repeated to 3 channels), as FusedImageProcessor does.
@@ -156,7 +173,95 @@ def serve(log: logging.Logger) -> str:
     else:
         _wrap(video, "videos", _serve_videos, {video: None}, handed_back)
         said.append(f"{SERVING} serves vLLM's {VIDEO_CLASS} in place of its Pillow resize and torchvision transform")
+    said.append(_serve_on_init(handed_back, log))
     return "; ".join(said)
+
+
+def _serve_on_init(handed_back, log: logging.Logger) -> str:
+    """Wraps InputProcessingContext.init_processor so that the first NanoNemotronVLProcessor vLLM builds has
+    its class served (_serve_nano), logged in one line; says so."""
+    try:
+        cls = importlib.import_module(CONTEXT_MODULE).InputProcessingContext
+    except (ImportError, AttributeError) as e:
+        return f"vLLM's {NANO_CLASS} serves: this vLLM has no {CONTEXT_MODULE}.InputProcessingContext ({e})"
+    original = cls.init_processor
+    later = f"vLLM's {NANO_CLASS}: said when vLLM first builds one"
+    if getattr(original, "fused_input_norm_wrapped", None) is not None:
+        return later
+    lock, done = threading.Lock(), []
+
+    @functools.wraps(original)
+    def init_processor(self, typ, /, **kwargs):
+        if getattr(typ, "__module__", None) == NANO_MODULE and getattr(typ, "__name__", None) == NANO_CLASS:
+            with lock:
+                if not done:
+                    done.append(True)
+                    log.info("fused_input_norm: %s", _serve_nano(importlib.import_module(NANO_MODULE), handed_back))
+        return original(self, typ, **kwargs)
+
+    init_processor.fused_input_norm_wrapped = original
+    cls.init_processor = init_processor
+    return later
+
+
+def _serve_nano(module, handed_back) -> str:
+    """Replaces BaseNanoNemotronVLProcessor._images_to_pixel_values_lst by one that serves the calls _nano_tiles
+    does and hands the rest to vLLM's; says which serves it."""
+    reason = moved(module, NANO)
+    if reason is not None:
+        return f"vLLM's {NANO_CLASS} serves: {reason}"
+    base, cls = getattr(module, NANO_BASE), getattr(module, NANO_CLASS)
+    original = base._images_to_pixel_values_lst
+    if getattr(original, "fused_input_norm_wrapped", None) is None:
+
+        @functools.wraps(original)
+        def _images_to_pixel_values_lst(self, *args, **kwargs):
+            out = _nano_tiles(cls, self, args, kwargs)
+            if isinstance(out, str):
+                handed_back(type(self).__name__, out)
+                return original(self, *args, **kwargs)
+            return out
+
+        _images_to_pixel_values_lst.fused_input_norm_wrapped = original
+        base._images_to_pixel_values_lst = _images_to_pixel_values_lst
+    return (
+        f"FusedImageProcessor (reference 'torchvision') serves vLLM's {NANO_CLASS} images on its uint8 path "
+        f"(mm_device_do_normalize) in place of its antialiased bicubic interpolate; its float path stays vLLM's"
+    )
+
+
+def _nano_tiles(cls, upstream, args: tuple, kwargs: dict) -> list | str:
+    """What vLLM's BaseNanoNemotronVLProcessor._images_to_pixel_values_lst(images, max_num_tiles) returns: per
+    image, its uint8 [tiles (+ thumbnail), 3, S, S] (InternVL's grid of 1..max_num_tiles, torch's antialiased
+    bicubic), or why this call goes to vLLM's code."""
+    if type(upstream) is not cls:
+        return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
+    if len(args) != 2 or kwargs:
+        return "not called as (images, max_num_tiles)"
+    images, max_num_tiles = args
+    if upstream.do_cpu_normalize:
+        # vLLM resizes float32 pixels there (unrounded, then / 255 and Normalize): not this package's resize.
+        return "its float path (do_normalize on: a float32 resize, not reproduced)"
+    if upstream.dynamic_tiler is not None:
+        return "dynamic resolution (its DynamicResolutionImageTiler)"
+    unserved = _unserved(list(images) if isinstance(images, list) else [images], "vLLM converts it to RGB first")
+    if unserved:
+        return unserved
+    config = {
+        "image_processor_type": CLASS,
+        "size": upstream.image_size,
+        "min_dynamic_patch": 1,
+        "max_dynamic_patch": max_num_tiles,
+        "dynamic_image_size": True,
+        "use_thumbnail": upstream.use_thumbnail,
+        "resample": 3,  # torch's bicubic (antialiased, as torchvision resizes uint8)
+    }
+    try:
+        items = tuple(sorted(config.items()))
+        out = _processor(items, "torchvision")(images, visual_dtype=torch.uint8)
+    except (TypeError, ValueError) as e:
+        return str(e)
+    return list(torch.split(out["pixel_values"], out["num_patches"].tolist()))
 
 
 def _reproduced(name: str, served: Served) -> type | str:
@@ -207,15 +312,9 @@ def _serve_images(served: dict, upstream, images, kwargs: dict) -> object:
     """The BatchFeature vLLM's InternVLChatImageProcessor (or the subclass `upstream` is, as `served` says how)
     returns, or why this call goes to vLLM's code."""
     images = images if isinstance(images, list) else [images]
-    if not images:
-        return "no images"
-    from PIL import Image
-
-    for image in images:
-        if not isinstance(image, Image.Image):
-            return f"an image that is not a PIL image ({type(image).__name__})"
-        if image.mode not in SERVED_MODES:
-            return f"a {image.mode} image (vLLM resizes it in that mode, then converts it to RGB)"
+    unserved = _unserved(images, "vLLM resizes it in that mode, then converts it to RGB")
+    if unserved:
+        return unserved
     bounds = {key: kwargs.get(key) for key in ("min_dynamic_patch", "max_dynamic_patch", "dynamic_image_size")}
     bounds = {key: getattr(upstream, key) if value is None else value for key, value in bounds.items()}
     how = served[type(upstream)]
@@ -224,6 +323,20 @@ def _serve_images(served: dict, upstream, images, kwargs: dict) -> object:
     if isinstance(out, str):
         return out
     return _batch({"pixel_values_flat": out["pixel_values"], "image_num_patches": out["num_patches"]}, kwargs)
+
+
+def _unserved(images: list, why_mode: str) -> str | None:
+    """Why these images are not served (None: they are)."""
+    if not images:
+        return "no images"
+    from PIL import Image
+
+    for image in images:
+        if not isinstance(image, Image.Image):
+            return f"an image that is not a PIL image ({type(image).__name__})"
+        if image.mode not in SERVED_MODES:
+            return f"a {image.mode} image ({why_mode})"
+    return None
 
 
 def _serve_videos(upstream, videos, kwargs: dict) -> object:
@@ -261,7 +374,7 @@ def _run(name: str, upstream, images: list, tiles: dict, how: Served, kwargs: di
     }
     try:
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items()))
-        return _processor(items)(images)
+        return _processor(items, "pil")(images)
     except (TypeError, ValueError) as e:
         return str(e)
 
@@ -273,9 +386,9 @@ def _batch(data: dict, kwargs: dict) -> object:
 
 
 @functools.lru_cache(maxsize=8)  # one per distinct config (per-request tile bounds), least recently used out
-def _processor(items: tuple) -> FusedImageProcessor:
+def _processor(items: tuple, reference: str) -> FusedImageProcessor:
     config = {key: list(value) if isinstance(value, tuple) else value for key, value in items}
-    return FusedImageProcessor.from_preprocessor_config(config, device=torch.device("cpu"), reference="pil")
+    return FusedImageProcessor.from_preprocessor_config(config, device=torch.device("cpu"), reference=reference)
 
 
 class _HandedBack:

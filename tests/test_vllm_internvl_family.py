@@ -5,7 +5,11 @@
   H2OVL (H2OVLChatModel): H2OVLImageProcessor, MSAC on (a call of one image: two tile grids), 448 tiles;
   Llama-Nemotron-Nano-VL (Llama_Nemotron_Nano_VL): LlamaNemotronNanoVLImageProcessor, built by vLLM from the
     checkpoint's remote-code image processor (its image_size, max_num_tiles, use_thumbnail), 512 tiles, no
-    Normalize.
+    Normalize;
+  Nemotron Nano VL v2 (NemotronH_Nano_VL_V2, the class the NemotronH *Omni* architectures share):
+    NanoNemotronVLProcessor, built through InputProcessingContext.init_processor, 512 tiles with torch's
+    antialiased bicubic: served on vLLM's device-normalize path (uint8, bytes equal); its float path (a float32
+    resize) is vLLM's on both sides, and the plugin's log must say so.
 Compared, for every request (several sizes alone, gray, a batch, per-request tile bounds): prompt_token_ids,
 mm_placeholders, mm_hashes and every tensor (float32 within 1e-6, integers exactly). Strict: on the plugin's
 side the class's __call__ must be the package's and no call may be handed back to vLLM's code (its log says
@@ -30,10 +34,12 @@ pytestmark = pytest.mark.skipif(
 )
 H2OVL_MODULE = "vllm.transformers_utils.processors.h2ovl"
 NEMOTRON_VL_MODULE = "vllm.transformers_utils.processors.nemotron_vl"
-# model -> (architecture, vLLM's image processor class)
+NANO_MODULE = "vllm.transformers_utils.processors.nano_nemotron_vl"
+# model -> (architecture, vLLM's class that preprocesses its images, the device-normalize settings it runs)
 MODELS = {
-    "h2ovl": ("H2OVLChatModel", f"{H2OVL_MODULE}.H2OVLImageProcessor"),
-    "nemotron_vl": ("Llama_Nemotron_Nano_VL", f"{NEMOTRON_VL_MODULE}.LlamaNemotronNanoVLImageProcessor"),
+    "h2ovl": ("H2OVLChatModel", f"{H2OVL_MODULE}.H2OVLImageProcessor", (None,)),
+    "nemotron_vl": ("Llama_Nemotron_Nano_VL", f"{NEMOTRON_VL_MODULE}.LlamaNemotronNanoVLImageProcessor", (None,)),
+    "nano_nemotron_vl": ("NemotronH_Nano_VL_V2", f"{NANO_MODULE}.NanoNemotronVLProcessor", (True, False)),
 }
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<image>"]
 
@@ -117,18 +123,72 @@ def write_nemotron_vl(path: str) -> None:
     dump(path, "preprocessor_config.json", preprocessor)
 
 
-WRITERS = {"h2ovl": write_h2ovl, "nemotron_vl": write_nemotron_vl}
+# Nemotron Nano VL v2 ships its config class as remote code; this one holds what vLLM's processor reads of it
+# (vision_config.args without min_num_patches: tiles, not dynamic resolution).
+NANO_CONFIG_CODE = """
+from transformers import AutoConfig, PretrainedConfig
+
+
+class NemotronNanoVLV2Config(PretrainedConfig):
+    model_type = "NemotronH_Nano_VL_V2"
+    is_composition = True
+
+    def __init__(self, vision_config=None, llm_config=None, **kwargs):
+        super().__init__(**kwargs)
+        self.vision_config = PretrainedConfig(**(vision_config or {"args": {}}))
+        llm_config = dict(llm_config or {"model_type": "llama"})
+        self.llm_config = AutoConfig.for_model(llm_config.pop("model_type"), **llm_config)
+
+    def to_dict(self):
+        out = super().to_dict()
+        out["vision_config"], out["llm_config"] = self.vision_config.to_dict(), self.llm_config.to_dict()
+        return out
+"""
+
+
+def write_nano_nemotron_vl(path: str) -> None:
+    """A Nemotron Nano VL v2 checkpoint's layout: its config class as remote code, 512 tiles of patch 16 at
+    downsample 0.5 (256 tokens a tile), a thumbnail, RADIO's mean and std."""
+    os.makedirs(path, exist_ok=True)
+    tokenizer(path, SPECIAL, "<|im_start|>", "<|im_end|>")
+    with open(os.path.join(path, "configuration_nano_vl.py"), "w") as f:
+        f.write(NANO_CONFIG_CODE)
+    config = {
+        "architectures": ["NemotronH_Nano_VL_V2"],
+        "model_type": "NemotronH_Nano_VL_V2",
+        "auto_map": {"AutoConfig": "configuration_nano_vl.NemotronNanoVLV2Config"},
+        "vision_config": {"args": {"model": "vit_huge_patch16_224"}, "patch_size": 16},
+        "llm_config": TEXT | {"model_type": "llama"},
+        "force_image_size": 512,
+        "patch_size": 16,
+        "downsample_ratio": 0.5,
+        "use_thumbnail": True,
+        "norm_mean": [0.48145466, 0.4578275, 0.40821073],
+        "norm_std": [0.26862954, 0.26130258, 0.27577711],
+        "ps_version": "v2",
+        "template": None,
+    }
+    dump(path, "config.json", config)
+
+
+WRITERS = {"h2ovl": write_h2ovl, "nemotron_vl": write_nemotron_vl, "nano_nemotron_vl": write_nano_nemotron_vl}
 # (height, width): 12 MP, 1080p, VGA, tiny, elongated, a 5:4 tie between 1x2 and 2x1, one tile already.
 SIZES = [(3024, 4032), (1080, 1920), (480, 640), (57, 29), (40, 900), (448, 560), (448, 448)]
 # Per request: fewer tiles, exactly two, one (no dynamic size); each on a batch (MSAC off) and one image (on).
-REQUEST_KWARGS = [
+# NanoNemotronVLProcessor's own: at most 4 tiles, 1.
+TILE_BOUNDS = [
     {"max_dynamic_patch": 4},
     {"min_dynamic_patch": 2, "max_dynamic_patch": 2},
     {"dynamic_image_size": False},
 ]
+REQUEST_KWARGS = {
+    "h2ovl": TILE_BOUNDS,
+    "nemotron_vl": TILE_BOUNDS,
+    "nano_nemotron_vl": [{"max_num_tiles": 4}, {"max_num_tiles": 1}],
+}
 
 
-def requests():
+def requests(model: str):
     """(name, prompt, images, mm_processor_kwargs)."""
     from PIL import Image
 
@@ -136,7 +196,7 @@ def requests():
     out.append(("gray", "<image> describe", [Image.fromarray(photo(300, 400, 10)[..., 1])], {}))
     batch = [Image.fromarray(photo(h, w, 20 + i)) for i, (h, w) in enumerate([(480, 640), (1080, 1920), (448, 560)])]
     out.append(("batch", "<image> and <image> and <image> compare them", batch, {}))
-    for i, kwargs in enumerate(REQUEST_KWARGS):
+    for i, kwargs in enumerate(REQUEST_KWARGS[model]):
         out.append((f"kwargs{i}-batch", "<image> and <image> and <image> compare", batch, kwargs))
         out.append((f"kwargs{i}-one", "<image> describe", batch[1:2], kwargs))
     return out
@@ -154,18 +214,40 @@ def worker(root: str, out_path: str) -> None:
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.INFO)
     load_general_plugins()
+    logged = []  # the plugin's lines, so that each case keeps those logged while it ran
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())
+    logging.getLogger("vllm.plugins.fused_input_norm").addHandler(handler)
     results = {}
-    for model in MODELS:
-        path = os.path.join(root, model)
-        config = ModelConfig(model=path, tokenizer=path, dtype="float32", seed=0, trust_remote_code=True)
-        processor = MULTIMODAL_REGISTRY.create_processor(config)
-        image_processor = processor.info.get_hf_processor().image_processor
-        results[f"{model}-class"] = f"{type(image_processor).__module__}.{type(image_processor).__qualname__}"
-        results[f"{model}-served"] = hasattr(type(image_processor).__call__, "fused_input_norm_wrapped")
-        for name, prompt, images, kwargs in requests():
-            out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
-            results[f"{model}-{name}"] = outputs(out, "image")
+    for model, (_, _, normalize_settings) in MODELS.items():
+        for device_normalize in normalize_settings:
+            path = os.path.join(root, model)
+            config = ModelConfig(
+                model=path,
+                tokenizer=path,
+                dtype="float32",
+                mm_device_do_normalize=device_normalize,
+                seed=0,
+                trust_remote_code=True,
+            )
+            start = len(logged)
+            processor = MULTIMODAL_REGISTRY.create_processor(config)
+            hf_processor = processor.info.get_hf_processor()
+            upstream = getattr(hf_processor, "image_processor", hf_processor)  # NanoNemotronVL's preprocesses itself
+            key = f"{model}-{path_name(device_normalize)}"
+            results[f"{key}-class"] = f"{type(upstream).__module__}.{type(upstream).__qualname__}"
+            served = upstream.__call__ if model != "nano_nemotron_vl" else upstream._images_to_pixel_values_lst
+            results[f"{key}-served"] = hasattr(served, "fused_input_norm_wrapped")
+            for name, prompt, images, kwargs in requests(model):
+                mm_data = processor.info.parse_mm_data({"image": images})
+                out = processor(prompt, mm_data, hf_processor_mm_kwargs=kwargs)
+                results[f"{key}-{name}"] = outputs(out, "image")
+            results[f"{key}-log"] = logged[start:]
     torch.save(results, out_path)
+
+
+def path_name(device_normalize: bool | None) -> str:
+    return {None: "default", True: "uint8", False: "float"}[device_normalize]
 
 
 @pytest.fixture(scope="module")
@@ -176,22 +258,30 @@ def sides(tmp_path_factory):
     return both_sides(root, __file__)
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_same_outputs_plugin_on_and_off(sides, model):
+CASES = [(model, path_name(n)) for model, (*_, settings) in MODELS.items() for n in settings]
+
+
+@pytest.mark.parametrize(("model", "path"), CASES)
+def test_same_outputs_plugin_on_and_off(sides, model, path):
     import torch
 
     on, off = sides
-    assert on[f"{model}-class"] == off[f"{model}-class"] == MODELS[model][1]
-    assert on[f"{model}-served"] and not off[f"{model}-served"]
+    key = f"{model}-{path}"
+    assert on[f"{key}-class"] == off[f"{key}-class"] == MODELS[model][1]
+    assert on[f"{key}-served"] and not off[f"{key}-served"]
     name = MODELS[model][1].rsplit(".", 1)[1]
-    assert not any(f"{name} serves this call" in line for line in on["log"]), on["log"]  # nothing handed back
-    for request, *_ in requests():
-        got, expected = on[f"{model}-{request}"], off[f"{model}-{request}"]
+    handed_back = [line for line in on[f"{key}-log"] if f"{name} serves this call" in line]
+    if path == "float" and model == "nano_nemotron_vl":  # its float32 resize is not reproduced: vLLM's, and said
+        assert len(handed_back) == 1 and "its float path" in handed_back[0], on["log"]
+    else:  # strict: every call the package's
+        assert not handed_back, on["log"]
+    for request, *_ in requests(model):
+        got, expected = on[f"{key}-{request}"], off[f"{key}-{request}"]
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
             assert got[field] == expected[field], f"{request}: {field}"
         assert_same_tensors(request, got["tensors"], expected["tensors"])
         dtypes = {t.dtype for item in got["tensors"] for k, t in item.items() if k.startswith("pixel_values")}
-        assert dtypes == {torch.float32}, (request, dtypes)
+        assert dtypes == {torch.uint8 if path == "uint8" else torch.float32}, (request, dtypes)
 
 
 def test_log_says_fused_serves_the_subclasses(sides):
@@ -201,6 +291,9 @@ def test_log_says_fused_serves_the_subclasses(sides):
     for name in ("H2OVLImageProcessor", "LlamaNemotronNanoVLImageProcessor"):
         assert f"FusedImageProcessor (reference 'pil') serves vLLM's {name}" in served[0], served
         assert not any(name in line for line in off["log"]), off["log"]
+    nano = [line for line in on["log"] if "serves vLLM's NanoNemotronVLProcessor images on its uint8 path" in line]
+    assert len(nano) == 1, on["log"]  # once, when vLLM first builds one
+    assert not any("NanoNemotronVLProcessor" in line for line in off["log"]), off["log"]
 
 
 # ----- in this process: the families' grids against vLLM's functions -----
