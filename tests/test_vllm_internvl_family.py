@@ -25,7 +25,15 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import INTERNVL_CONFIG_CODE, TEXT, assert_same_tensors, dump, outputs, tokenizer
+from test_vllm_families import (
+    INTERNVL_CONFIG_CODE,
+    TEXT,
+    assert_same_results,
+    create_processor,
+    dump,
+    outputs,
+    tokenizer,
+)
 from test_vllm_processor import both_sides, photo
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -44,16 +52,22 @@ MODELS = {
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<image>"]
 
 
+def write_remote(path: str, code: dict, config: dict) -> None:
+    """A model directory: the tokenizer, the remote code files (name -> source) and config.json."""
+    os.makedirs(path, exist_ok=True)
+    tokenizer(path, SPECIAL, "<|im_start|>", "<|im_end|>")
+    for name, source in code.items():
+        with open(os.path.join(path, name), "w") as f:
+            f.write(source)
+    dump(path, "config.json", config)
+
+
 def write_h2ovl(path: str) -> None:
     """An H2OVL-Mississippi checkpoint's layout: its config class as remote code (InternVL's, under H2OVL's
     names), 448 tiles of patch 14 at downsample 0.5, 1 to 6 tiles, a thumbnail, MSAC on."""
-    os.makedirs(path, exist_ok=True)
-    tokenizer(path, SPECIAL, "<|im_start|>", "<|im_end|>")
     code = INTERNVL_CONFIG_CODE.replace("InternVLChatConfig", "H2OVLChatConfig").replace(
         '"internvl_chat"', '"h2ovl_chat"'
     )
-    with open(os.path.join(path, "configuration_h2ovl_chat.py"), "w") as f:
-        f.write(code)
     config = {
         "architectures": ["H2OVLChatModel"],
         "model_type": "h2ovl_chat",
@@ -71,7 +85,7 @@ def write_h2ovl(path: str) -> None:
         "select_layer": -1,
         "template": "h2ogpt2",
     }
-    dump(path, "config.json", config)
+    write_remote(path, {"configuration_h2ovl_chat.py": code}, config)
 
 
 # Llama-Nemotron-Nano-VL ships its image processor as remote code; vLLM reads these three settings of it.
@@ -91,14 +105,8 @@ class LlamaNemotronNanoVLImageProcessor(BaseImageProcessor):
 def write_nemotron_vl(path: str) -> None:
     """A Llama-3.1-Nemotron-Nano-VL checkpoint's layout: its config class and image processor as remote code,
     512 tiles of patch 16 at downsample 0.5, 1 to 12 tiles, a thumbnail."""
-    os.makedirs(path, exist_ok=True)
-    tokenizer(path, SPECIAL, "<|im_start|>", "<|im_end|>")
     code = INTERNVL_CONFIG_CODE.replace("InternVLChatConfig", "NemotronVLConfig")
     code = code.replace('"internvl_chat"', '"Llama_Nemotron_Nano_VL"').replace('"intern_vit_6b"', '"radio"')
-    with open(os.path.join(path, "configuration_nemotron_vl.py"), "w") as f:
-        f.write(code)
-    with open(os.path.join(path, "image_processing.py"), "w") as f:
-        f.write(NEMOTRON_IMAGE_PROCESSOR_CODE)
     config = {
         "architectures": ["Llama_Nemotron_Nano_VL"],
         "model_type": "Llama_Nemotron_Nano_VL",
@@ -110,7 +118,9 @@ def write_nemotron_vl(path: str) -> None:
         "ps_version": "v2",
         "template": "llama3",
     }
-    dump(path, "config.json", config)
+    write_remote(
+        path, {"configuration_nemotron_vl.py": code, "image_processing.py": NEMOTRON_IMAGE_PROCESSOR_CODE}, config
+    )
     preprocessor = {
         "auto_map": {"AutoImageProcessor": "image_processing.LlamaNemotronNanoVLImageProcessor"},
         "image_processor_type": "LlamaNemotronNanoVLImageProcessor",
@@ -149,10 +159,6 @@ class NemotronNanoVLV2Config(PretrainedConfig):
 def write_nano_nemotron_vl(path: str) -> None:
     """A Nemotron Nano VL v2 checkpoint's layout: its config class as remote code, 512 tiles of patch 16 at
     downsample 0.5 (256 tokens a tile), a thumbnail, RADIO's mean and std."""
-    os.makedirs(path, exist_ok=True)
-    tokenizer(path, SPECIAL, "<|im_start|>", "<|im_end|>")
-    with open(os.path.join(path, "configuration_nano_vl.py"), "w") as f:
-        f.write(NANO_CONFIG_CODE)
     config = {
         "architectures": ["NemotronH_Nano_VL_V2"],
         "model_type": "NemotronH_Nano_VL_V2",
@@ -168,7 +174,7 @@ def write_nano_nemotron_vl(path: str) -> None:
         "ps_version": "v2",
         "template": None,
     }
-    dump(path, "config.json", config)
+    write_remote(path, {"configuration_nano_vl.py": NANO_CONFIG_CODE}, config)
 
 
 WRITERS = {"h2ovl": write_h2ovl, "nemotron_vl": write_nemotron_vl, "nano_nemotron_vl": write_nano_nemotron_vl}
@@ -207,8 +213,6 @@ def worker(root: str, out_path: str) -> None:
     import logging
 
     import torch
-    from vllm.config import ModelConfig
-    from vllm.multimodal import MULTIMODAL_REGISTRY
     from vllm.plugins import load_general_plugins
 
     torch.set_num_threads(1)
@@ -221,17 +225,8 @@ def worker(root: str, out_path: str) -> None:
     results = {}
     for model, (_, _, normalize_settings) in MODELS.items():
         for device_normalize in normalize_settings:
-            path = os.path.join(root, model)
-            config = ModelConfig(
-                model=path,
-                tokenizer=path,
-                dtype="float32",
-                mm_device_do_normalize=device_normalize,
-                seed=0,
-                trust_remote_code=True,
-            )
             start = len(logged)
-            processor = MULTIMODAL_REGISTRY.create_processor(config)
+            processor = create_processor(os.path.join(root, model), device_normalize, trust_remote_code=True)
             hf_processor = processor.info.get_hf_processor()
             upstream = getattr(hf_processor, "image_processor", hf_processor)  # NanoNemotronVL's preprocesses itself
             key = f"{model}-{path_name(device_normalize)}"
@@ -263,7 +258,6 @@ CASES = [(model, path_name(n)) for model, (*_, settings) in MODELS.items() for n
 
 @pytest.mark.parametrize(("model", "path"), CASES)
 def test_same_outputs_plugin_on_and_off(sides, model, path):
-    import torch
 
     on, off = sides
     key = f"{model}-{path}"
@@ -275,13 +269,7 @@ def test_same_outputs_plugin_on_and_off(sides, model, path):
         assert len(handed_back) == 1 and "its float path" in handed_back[0], on["log"]
     else:  # strict: every call the package's
         assert not handed_back, on["log"]
-    for request, *_ in requests(model):
-        got, expected = on[f"{key}-{request}"], off[f"{key}-{request}"]
-        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
-            assert got[field] == expected[field], f"{request}: {field}"
-        assert_same_tensors(request, got["tensors"], expected["tensors"])
-        dtypes = {t.dtype for item in got["tensors"] for k, t in item.items() if k.startswith("pixel_values")}
-        assert dtypes == {torch.uint8 if path == "uint8" else torch.float32}, (request, dtypes)
+    assert_same_results(on, off, key, [request for request, *_ in requests(model)], path == "uint8")
 
 
 def test_log_says_fused_serves_the_subclasses(sides):
