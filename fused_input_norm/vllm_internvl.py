@@ -1,5 +1,5 @@
-"""vLLM's own InternVL image (and video) processor, and its H2OVL and Llama-Nemotron-Nano-VL subclasses, served by
-FusedImageProcessor.
+"""vLLM's own InternVL image (and video) processor, its H2OVL and Llama-Nemotron-Nano-VL subclasses and
+NanoNemotronVL's tiles, served by FusedImageProcessor.
 
 The remote-code InternVL checkpoints (`InternVLChatModel`: InternVL2.5 / 3 / 3.5; also the models whose vLLM
 processing builds the same InternVLChatImageProcessor: Skywork-R1V, Eagle2.5-VL, Qianfan-OCR, NVLM-D) are not
@@ -12,7 +12,11 @@ installed Pillow's resize), float32: the same pixel_values_flat and image_num_pa
 and video_num_patches). Two subclasses inherit that `__call__` and preprocess in their own module; they are
 served by their own family: H2OVLImageProcessor (`H2OVLChatModel`: MSAC's second grid, families.h2ovl) and
 LlamaNemotronNanoVLImageProcessor (`Llama_Nemotron_Nano_VL`: its own grid score, no Normalize,
-families.nemotron_vl).
+families.nemotron_vl). NanoNemotronVLProcessor (`NemotronH_Nano_VL_V2` and the NemotronH Omni architectures) is
+no subclass: it cuts InternVL's grid of 512 tiles with torch's antialiased bicubic, and vLLM builds it through
+InputProcessingContext.init_processor, which `serve` wraps so that the first build wraps the class's
+_images_to_pixel_values_lst (reference "torchvision", uint8: vLLM's device-normalize path; its float path, a
+float32 resize, stays vLLM's).
 
 vLLM's code is only served as this module knows it: the sources of the functions it reproduces must be those
 of vllm 0.34.0 (their SHA-256 below); where they moved, `serve` changes nothing for that class and says why. A

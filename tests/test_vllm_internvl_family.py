@@ -328,5 +328,26 @@ def test_nemotron_vl_tile_grid_is_vllms():
             assert (rows * 512, columns * 512, rows * columns) == (height, width, blocks), (h, w, low, high)
 
 
+def test_served_only_as_vllm_0_34_writes_them():
+    """Each class's functions are checked by vllm_internvl.moved: the installed vLLM's pass, a changed one is
+    named (and its class then stays vLLM's)."""
+    import importlib
+    import types
+
+    from fused_input_norm import vllm_internvl
+
+    for name, reproduced in [
+        (H2OVL_MODULE, vllm_internvl.H2OVL),
+        (NEMOTRON_VL_MODULE, vllm_internvl.NEMOTRON_VL),
+        (NANO_MODULE, vllm_internvl.NANO),
+    ]:
+        module = importlib.import_module(name)
+        assert vllm_internvl.moved(module, reproduced) is None, name
+        changed = types.SimpleNamespace(**vars(module))
+        first = next(iter(reproduced))  # a module-level function of each
+        setattr(changed, first, lambda *args, **kwargs: None)
+        assert f"its {first} is not vllm 0.34.0's" in vllm_internvl.moved(changed, reproduced), name
+
+
 if __name__ == "__main__":
     worker(*sys.argv[1:])
