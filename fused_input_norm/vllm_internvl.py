@@ -87,6 +87,16 @@ NEMOTRON_VL = {
     f"{NEMOTRON_VL_CLASS}.resolve_min_max_num": "62fc77342cc00877686020f2f1275815524b18d3d9b621a1197e126af53c265a",
     f"{NEMOTRON_VL_CLASS}._images_to_pixel_values_lst": "bb3d3d875d7800bb16d4fc81e0a76f51ffcce6ced83009f2025958124081436f",
 }
+EMBED_CLASS = "LlamaNemotronVLEmbedImageProcessor"
+# Llama-Nemotron-VL's embedding model's (the same module): the same grid, SigLIP's Normalize, or (normalize_on_cpu
+# off: vLLM's device-normalize path) PILToTensor's bytes.
+NEMOTRON_VL_EMBED = {
+    **{name: digest for name, digest in NEMOTRON_VL.items() if "." not in name and name != "build_transform"},
+    "build_siglip_transform": "7946ca9c5f4ef1805a4d9dc919e830742411ea8b3f939d34a0feee916652e208",
+    f"{EMBED_CLASS}.__init__": "5cf45a24c365f1d7b9d221105407cac726eb35dad23b793a723a135936b4c8b6",
+    f"{EMBED_CLASS}.resolve_min_max_num": NEMOTRON_VL[f"{NEMOTRON_VL_CLASS}.resolve_min_max_num"],  # InternVL's
+    f"{EMBED_CLASS}._images_to_pixel_values_lst": "4e429bd01d37d13f78f9e7cf65820466d5022734a51bb9f85d979c61ff638068",
+}
 IMAGENET_MEAN = [0.485, 0.456, 0.406]  # vLLM's IMAGENET_MEAN / _STD (its internvl module's)
 IMAGENET_STD = [0.229, 0.224, 0.225]
 
@@ -100,6 +110,7 @@ class Served:
     attributes: tuple[str, ...]  # the instance's settings its config takes besides the per-call tile bounds
     mean: list  # what its transform normalizes with (0 and 1: ToTensor's [0, 1] floats, no Normalize)
     std: list
+    bytes_unless: str | None = None  # the instance's switch which, false, makes it return the resized uint8 bytes
 
 
 SERVED = {
@@ -109,6 +120,14 @@ SERVED = {
     ),
     NEMOTRON_VL_CLASS: Served(
         "vllm.transformers_utils.processors.nemotron_vl", NEMOTRON_VL, ("use_thumbnail",), [0.0] * 3, [1.0] * 3
+    ),
+    EMBED_CLASS: Served(
+        "vllm.transformers_utils.processors.nemotron_vl",
+        NEMOTRON_VL_EMBED,
+        ("use_thumbnail",),
+        [0.5] * 3,
+        [0.5] * 3,
+        bytes_unless="normalize_on_cpu",
     ),
 }
 SERVING = "FusedImageProcessor (reference 'pil')"
@@ -323,7 +342,9 @@ def _serve_images(served: dict, upstream, images, kwargs: dict) -> object:
     bounds = {key: getattr(upstream, key) if value is None else value for key, value in bounds.items()}
     how = served[type(upstream)]
     settings = {**bounds, **{key: getattr(upstream, key) for key in how.attributes}}
-    out = _run(type(upstream).__name__, upstream, images, settings, how, kwargs)
+    as_bytes = how.bytes_unless is not None and not getattr(upstream, how.bytes_unless)
+    dtype = torch.uint8 if as_bytes else torch.float32
+    out = _run(type(upstream).__name__, upstream, images, settings, how, kwargs, dtype)
     if isinstance(out, str):
         return out
     return _batch({"pixel_values_flat": out["pixel_values"], "image_num_patches": out["num_patches"]}, kwargs)
@@ -363,7 +384,9 @@ def _serve_videos(upstream, videos, kwargs: dict) -> object:
     return _batch({"pixel_values_flat_video": out["pixel_values"], "video_num_patches": counts}, kwargs)
 
 
-def _run(name: str, upstream, images: list, tiles: dict, how: Served, kwargs: dict) -> dict | str:
+def _run(
+    name: str, upstream, images: list, tiles: dict, how: Served, kwargs: dict, dtype: torch.dtype = torch.float32
+) -> dict | str:
     """FusedImageProcessor's outputs for these images as vLLM's class `name` makes them with these tile settings,
     or why not."""
     if kwargs.get("return_tensors") not in (None, "pt"):
@@ -378,7 +401,7 @@ def _run(name: str, upstream, images: list, tiles: dict, how: Served, kwargs: di
     }
     try:
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items()))
-        return _processor(items, "pil")(images)
+        return _processor(items, "pil")(images, visual_dtype=dtype)
     except (TypeError, ValueError) as e:
         return str(e)
 

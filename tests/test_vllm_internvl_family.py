@@ -47,6 +47,12 @@ NANO_MODULE = "vllm.transformers_utils.processors.nano_nemotron_vl"
 MODELS = {
     "h2ovl": ("H2OVLChatModel", f"{H2OVL_MODULE}.H2OVLImageProcessor", (None,)),
     "nemotron_vl": ("Llama_Nemotron_Nano_VL", f"{NEMOTRON_VL_MODULE}.LlamaNemotronNanoVLImageProcessor", (None,)),
+    # the embedding model (pooling): SigLIP's Normalize, or PILToTensor's bytes on the device-normalize path
+    "nemotron_vl_embed": (
+        "LlamaNemotronVLModel",
+        f"{NEMOTRON_VL_MODULE}.LlamaNemotronVLEmbedImageProcessor",
+        (True, False),
+    ),
     "nano_nemotron_vl": ("NemotronH_Nano_VL_V2", f"{NANO_MODULE}.NanoNemotronVLProcessor", (True, False)),
 }
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<image>"]
@@ -133,6 +139,27 @@ def write_nemotron_vl(path: str) -> None:
     dump(path, "preprocessor_config.json", preprocessor)
 
 
+def write_nemotron_vl_embed(path: str) -> None:
+    """The Llama-Nemotron-VL embedding model's layout (llama-nemotron-embed-vl): its config class as remote code,
+    512 tiles of patch 16 at downsample 0.5, 1 to 6 tiles (vLLM adds the thumbnail)."""
+    code = INTERNVL_CONFIG_CODE.replace("InternVLChatConfig", "NemotronVLEmbedConfig")
+    code = code.replace('"internvl_chat"', '"llama_nemotron_vl"').replace('"intern_vit_6b"', '"siglip_vision_model"')
+    config = {
+        "architectures": ["LlamaNemotronVLModel"],
+        "model_type": "llama_nemotron_vl",
+        "auto_map": {"AutoConfig": "configuration_nemotron_vl_embed.NemotronVLEmbedConfig"},
+        "vision_config": {"image_size": 512, "patch_size": 16, "hidden_size": 32, "num_hidden_layers": 1},
+        "llm_config": TEXT | {"model_type": "llama"},
+        "downsample_ratio": 0.5,
+        "force_image_size": 512,
+        "min_dynamic_patch": 1,
+        "max_dynamic_patch": 6,
+        "dynamic_image_size": True,
+        "template": "bidirectional-llama-retriever",
+    }
+    write_remote(path, {"configuration_nemotron_vl_embed.py": code}, config)
+
+
 # Nemotron Nano VL v2 ships its config class as remote code; this one holds what vLLM's processor reads of it
 # (vision_config.args without min_num_patches: tiles, not dynamic resolution).
 NANO_CONFIG_CODE = """
@@ -177,7 +204,12 @@ def write_nano_nemotron_vl(path: str) -> None:
     write_remote(path, {"configuration_nano_vl.py": NANO_CONFIG_CODE}, config)
 
 
-WRITERS = {"h2ovl": write_h2ovl, "nemotron_vl": write_nemotron_vl, "nano_nemotron_vl": write_nano_nemotron_vl}
+WRITERS = {
+    "h2ovl": write_h2ovl,
+    "nemotron_vl": write_nemotron_vl,
+    "nemotron_vl_embed": write_nemotron_vl_embed,
+    "nano_nemotron_vl": write_nano_nemotron_vl,
+}
 # (height, width): 12 MP, 1080p, VGA, tiny, elongated, a 5:4 tie between 1x2 and 2x1, one tile already.
 SIZES = [(3024, 4032), (1080, 1920), (480, 640), (57, 29), (40, 900), (448, 560), (448, 448)]
 # Per request: fewer tiles, exactly two, one (no dynamic size); each on a batch (MSAC off) and one image (on).
@@ -190,6 +222,7 @@ TILE_BOUNDS = [
 REQUEST_KWARGS = {
     "h2ovl": TILE_BOUNDS,
     "nemotron_vl": TILE_BOUNDS,
+    "nemotron_vl_embed": TILE_BOUNDS,
     "nano_nemotron_vl": [{"max_num_tiles": 4}, {"max_num_tiles": 1}],
 }
 
@@ -276,7 +309,7 @@ def test_log_says_fused_serves_the_subclasses(sides):
     on, off = sides
     served = [line for line in on["log"] if "serves vLLM's InternVLChatImageProcessor" in line]
     assert len(served) == 1, on["log"]
-    for name in ("H2OVLImageProcessor", "LlamaNemotronNanoVLImageProcessor"):
+    for name in ("H2OVLImageProcessor", "LlamaNemotronNanoVLImageProcessor", "LlamaNemotronVLEmbedImageProcessor"):
         assert f"FusedImageProcessor (reference 'pil') serves vLLM's {name}" in served[0], served
         assert not any(name in line for line in off["log"]), off["log"]
     nano = [line for line in on["log"] if "serves vLLM's NanoNemotronVLProcessor images on its uint8 path" in line]
@@ -339,6 +372,7 @@ def test_served_only_as_vllm_0_34_writes_them():
     for name, reproduced in [
         (H2OVL_MODULE, vllm_internvl.H2OVL),
         (NEMOTRON_VL_MODULE, vllm_internvl.NEMOTRON_VL),
+        (NEMOTRON_VL_MODULE, vllm_internvl.NEMOTRON_VL_EMBED),
         (NANO_MODULE, vllm_internvl.NANO),
     ]:
         module = importlib.import_module(name)

@@ -12,7 +12,7 @@ from . import got_ocr2, internvl_chat
 from .base import Plan
 
 KIND = "nemotron_vl"
-TYPES = ("LlamaNemotronNanoVLImageProcessor",)
+TYPES = ("LlamaNemotronNanoVLImageProcessor", "LlamaNemotronVLEmbedImageProcessor")  # the embedding model's too
 PROCESSOR_CLASSES = ()
 PIL_BYTES_AS_FLOAT = False
 KEYS = internvl_chat.KEYS
