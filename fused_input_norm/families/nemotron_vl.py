@@ -2,7 +2,8 @@
 vllm/transformers_utils/processors/nemotron_vl.py, what vLLM runs for `Llama_Nemotron_Nano_VL`): InternVL's tiles
 and thumbnail (internvl_chat), with a grid chosen by its own score (the closeness of the aspect ratios times the
 grid's area over the image's, capped at 0.6: the first best wins) and no Normalize: ToTensor's [0, 1] floats
-(image_mean 0, image_std 1). pixel_values [tiles, C, S, S] and num_patches.
+(image_mean 0, image_std 1). pixel_values [tiles, C, S, S] and num_patches. The embedding model's
+LlamaNemotronVLEmbedImageProcessor (`LlamaNemotronVLModel`) cuts the same grid and normalizes with SigLIP's 0.5.
 """
 
 import functools
