@@ -16,7 +16,10 @@ ResampleFilter parse_filter(const char* op, const std::string& filter) {
   if (filter == "bilinear") return ResampleFilter::kBilinear;
   if (filter == "bicubic") return ResampleFilter::kBicubic;
   if (filter == "lanczos") return ResampleFilter::kLanczos;
-  fail(ArgError::kValue, op, ": resample must be 'bilinear', 'bicubic' or 'lanczos', got '", filter, "'");
+  if (filter == "cv2_cubic") return ResampleFilter::kCv2Cubic;
+  if (filter == "cv2_cubic_f32") return ResampleFilter::kCv2CubicFloat;
+  fail(ArgError::kValue, op,
+       ": resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic' or 'cv2_cubic_f32', got '", filter, "'");
 }
 
 // A plan tensor for one axis: int32, 1-D, contiguous, on input's device, sized for (in_size, out_size,
@@ -47,11 +50,15 @@ void check_plan(const char* name, const Tensor& plan, const torch::stable::Devic
            header[PlanHeader::kOutSize], ", the call resamples ", in_size, " -> ", out_size);
     }
     const int32_t precision = header[PlanHeader::kPrecision];
-    bool valid = precision >= 1 && precision <= 22;
+    const bool cv2 = is_cv2(filter);
+    bool valid = cv2 ? precision == (filter == ResampleFilter::kCv2Cubic ? cv2_cubic::kCoefBits : 0)
+                     : precision >= 1 && precision <= 22;
     const int32_t* bounds = header + PlanHeader::kSize;
     for (int64_t o = 0; valid && o < out_size; ++o) {
       const int64_t first = bounds[2 * o], count = bounds[2 * o + 1];
-      valid = first >= 0 && count >= 0 && count <= taps && first + count <= in_size;
+      // cv2: the taps sx - 1 .. sx + 2 with sx in [-1, in_size - 1], each clamped into the image by the kernels
+      valid = cv2 ? first >= -2 && first <= in_size - 2 && count == taps
+                  : first >= 0 && count >= 0 && count <= taps && first + count <= in_size;
     }
     if (!valid) fail(ArgError::kValue, kOp, ": ", name, " is not a plan made by resample_plan (corrupt windows)");
   }
@@ -146,7 +153,16 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   }
   // A pass runs exactly when its axis changes size, as in both references: a plan for an axis that keeps
   // its size would be a different (if harmless) computation, and a missing one cannot be done.
+  // OpenCV runs both passes whenever the image changes size (an axis that keeps its size rounds through
+  // the coefficients (0, 1, 0, 0)): the cv2 filters take both plans, or neither for a copy.
+  const bool cv2 = is_cv2(p.filter), resized = p.in_h != p.out_h || p.in_w != p.out_w;
   const auto axis = [&](const char* name, const std::optional<Tensor>& plan, int64_t in, int64_t out) {
+    if (cv2) {
+      if (resized && !plan) fail(ArgError::kValue, kOp, ": ", name, " is required: cv2 filters resample both axes");
+      if (!resized && plan) fail(ArgError::kValue, kOp, ": ", name, " must be None: the image keeps its size");
+      if (plan) check_plan(name, *plan, device, in, out, p.filter);
+      return plan ? static_cast<const int32_t*>(plan->const_data_ptr()) : nullptr;
+    }
     if (in != out && !plan) {
       fail(ArgError::kValue, kOp, ": ", name, " is required: the axis is resampled from ", in, " to ", out);
     }
@@ -156,6 +172,8 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   };
   p.row_plan = axis("row_plan", row_plan, p.in_h, p.out_h);
   p.col_plan = axis("col_plan", col_plan, p.in_w, p.out_w);
+  if (cv2 && vertical_first)
+    fail(ArgError::kValue, kOp, ": vertical_first must be False: OpenCV resamples across first");
   p.vertical_first = vertical_first;
 
   if (crop.size() != 4) fail(ArgError::kValue, kOp, ": crop must be (top, left, height, width), got ", int_list(crop));

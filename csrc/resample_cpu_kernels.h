@@ -625,6 +625,8 @@ struct Scratch {
   std::vector<uint8_t> first, band, row;
   std::vector<unsigned char> converted;  // a band's values in the output dtype, before the patch layout
   std::vector<int32_t> acc;
+  std::vector<float> cv2_first, cv2_band;  // the cv2 filters' first-pass rows and float32 band
+  std::vector<int64_t> cv2_taps;           // and their columns' clamped tap offsets
 };
 thread_local Scratch scratch;
 
@@ -653,7 +655,8 @@ size_t capacity_bytes(const std::vector<T>& v) {
 
 void release_large_scratch() {
   size_t kept = capacity_bytes(scratch.first) + capacity_bytes(scratch.band) + capacity_bytes(scratch.row) +
-                capacity_bytes(scratch.converted) + capacity_bytes(scratch.acc);
+                capacity_bytes(scratch.converted) + capacity_bytes(scratch.acc) + capacity_bytes(scratch.cv2_first) +
+                capacity_bytes(scratch.cv2_band) + capacity_bytes(scratch.cv2_taps);
   for (const FirstRows& f : first_rows) kept += capacity_bytes(f.data);
 #if defined(FIN_RESAMPLE_ROWS16)
   kept += capacity_bytes(pair_columns) + capacity_bytes(row_columns) + capacity_bytes(row_results);
@@ -805,6 +808,75 @@ FIN_CPU_KERNEL void canvas_band(const ResizePlan& p, const PairPlans* pairs, uin
       std::memset(rows_of + y * width + right, fill, static_cast<size_t>(width - right));
     }
     std::memset(rows_of + box1 * width, fill, static_cast<size_t>((rows - box1) * width));
+  }
+}
+
+// canvas_band for the cv2 filters: float32 values (the first pass's float rows, and in float32 mode the
+// results, are not bytes), by the shared per-element code the GPU kernels run (resample_kernel.h), so every
+// backend sums in OpenCV's order. The band's first-pass rows are made for it alone.
+inline void cv2_canvas_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t y0, int64_t rows,
+                            float* band) {
+  const int64_t width = p.canvas_w, plane = rows * width, C = p.channels, w = p.crop_w;
+  std::fill(band, band + C * plane, static_cast<float>(p.fill));
+  const int64_t box0 = std::clamp<int64_t>(p.pad_top - y0, 0, rows);
+  const int64_t box1 = std::clamp<int64_t>(p.pad_top + p.crop_h - y0, 0, rows);
+  if (box0 >= box1) return;
+  const int64_t from = p.top + y0 + box0 - p.pad_top, count = box1 - box0;  // rows of the resized image
+  const uint8_t* image = input + b * p.strides[0];
+  const int64_t sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
+  float* to = band + box0 * width + p.pad_left;
+  if (!p.two_passes()) {  // the image keeps its size: the crop's bytes, as OpenCV copies
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t y = 0; y < count; ++y) {
+        const uint8_t* row = image + c * sc + (from + y) * sh + p.left * sw;
+        for (int64_t x = 0; x < w; ++x) to[c * plane + y * width + x] = row[x * sw];
+      }
+    }
+    return;
+  }
+  const auto first = resample_bounds(p.in_h, p.out_h, p.filter, from);
+  const auto last = resample_bounds(p.in_h, p.out_h, p.filter, from + count - 1);
+  const int64_t r0 = first[0], n = last[0] + last[1] - r0;
+  // The taps of each column and row are the same for every row and column: their clamped indices and
+  // coefficients looked up once, then the shared sums (cv2_horizontal_sum, cv2_vertical_sum) per element.
+  const bool fixed = p.col_plan[PlanHeader::kPrecision] != 0;
+  const int64_t out_w = p.col_plan[PlanHeader::kOutSize], out_h = p.row_plan[PlanHeader::kOutSize];
+  std::vector<int64_t>& taps = scratch.cv2_taps;
+  taps.resize(static_cast<size_t>(4 * w));
+  for (int64_t x = 0; x < w; ++x) {
+    const int64_t tap0 = p.col_plan[PlanHeader::kSize + 2 * (p.left + x)];
+    for (int k = 0; k < 4; ++k) taps[4 * x + k] = cv2_clamp_index(tap0 + k, p.in_w) * sw;
+  }
+  const int32_t* col_coeffs = p.col_plan + PlanHeader::kSize + 2 * out_w + cv2_cubic::kTaps * p.left;
+  std::vector<float>& h = scratch.cv2_first;
+  h.resize(static_cast<size_t>(C * n * w));
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t r = 0; r < n; ++r) {
+      const uint8_t* row = image + c * sc + (r0 + r) * sh;
+      float* out = h.data() + (c * n + r) * w;
+      for (int64_t x = 0; x < w; ++x) {
+        const int64_t* t = taps.data() + 4 * x;
+        const float v[4] = {static_cast<float>(row[t[0]]), static_cast<float>(row[t[1]]), static_cast<float>(row[t[2]]),
+                            static_cast<float>(row[t[3]])};
+        out[x] = cv2_horizontal_sum(v, col_coeffs + cv2_cubic::kTaps * x, fixed);
+      }
+    }
+  }
+  const int64_t row_len = p.out_w * C;
+  for (int64_t y = 0; y < count; ++y) {
+    const int64_t tap0 = p.row_plan[PlanHeader::kSize + 2 * (from + y)];
+    const int32_t* coeffs = p.row_plan + PlanHeader::kSize + 2 * out_h + cv2_cubic::kTaps * (from + y);
+    int64_t rows_of[4];
+    for (int k = 0; k < 4; ++k) rows_of[k] = cv2_clamp_index(cv2_clamp_index(tap0 + k, p.in_h) - r0, n) * w;
+    for (int64_t c = 0; c < C; ++c) {
+      const float* plane_of = h.data() + c * n * w;
+      float* out = to + c * plane + y * width;
+      for (int64_t x = 0; x < w; ++x) {
+        const float v[4] = {plane_of[rows_of[0] + x], plane_of[rows_of[1] + x], plane_of[rows_of[2] + x],
+                            plane_of[rows_of[3] + x]};
+        out[x] = cv2_vertical_sum(v, coeffs, fixed, cv2_simd_lane((p.left + x) * C + c, row_len, fixed));
+      }
+    }
   }
 }
 

@@ -18,7 +18,13 @@
 
 namespace fused_input_norm {
 
-enum class ResampleFilter : int32_t { kBilinear = 0, kBicubic = 1, kLanczos = 2 };
+// kCv2Cubic / kCv2CubicFloat: OpenCV's cv2.resize(..., INTER_CUBIC) of the uint8 image, and of the image
+// converted to float32 (Mistral's ImageEncoder): see "OpenCV's INTER_CUBIC" below.
+enum class ResampleFilter : int32_t { kBilinear = 0, kBicubic = 1, kLanczos = 2, kCv2Cubic = 3, kCv2CubicFloat = 4 };
+
+FIN_HOST_DEVICE bool is_cv2(ResampleFilter filter) {
+  return filter == ResampleFilter::kCv2Cubic || filter == ResampleFilter::kCv2CubicFloat;
+}
 // kTorchvision: torch's uint8 kernel (int16 coefficients with a precision chosen per axis, as pillow-simd).
 // kPil: Pillow's (int32 coefficients with 22 fraction bits).
 enum class ResampleReference : int32_t { kPil = 0, kTorchvision = 1 };
@@ -123,6 +129,178 @@ FIN_NO_FP_CONTRACT_ATTR inline double torch_lanczos(double x) {  // torch's uint
 
 }  // namespace resample_filters
 
+// ---- OpenCV's INTER_CUBIC ------------------------------------------------------------------------------
+// cv2.resize's generic cubic (resize.cpp's resizeGeneric_), the one every build runs where no HAL takes the
+// call (on x86 the opencv-python wheels hand cubic to IPP first unless cv2.ipp.setUseIPP(False): IPP's own
+// code, whose bits differ; see docs/api.md). Per output index: fx = float((o + 0.5) * in / out - 0.5), its
+// floor sx and fraction t; the taps sx - 1 .. sx + 2, each clamped into the image (replicated border); the
+// Keys coefficients with a = -0.75 computed in float32 at t, the last one 1 minus the other three; no
+// widening on downscale. Horizontal pass first, then vertical, always both (an axis that keeps its size has
+// the coefficients (0, 1, 0, 0)).
+//   float32 (kCv2CubicFloat): the horizontal sum (((s0 a0 + s1 a1) + s2 a2) + s3 a3) in float32; the
+//     vertical one in the same order, except for the elements OpenCV's SIMD loop computes, whose order is
+//     s0 b0 + (s1 b1 + (s2 b2 + s3 b3)): the first floor(W * C / 4) * 4 of each row of W pixels of C
+//     interleaved channels (4 float lanes: the SSE baseline the x86 wheels compile this loop for, and NEON).
+//   uint8 (kCv2Cubic): coefficients rounded to int16 with 11 fraction bits (INTER_RESIZE_COEF_BITS); the
+//     horizontal sums exact in int32; vertically, (sum of s_k b_k + 2^21) >> 22 clamped to [0, 255], except
+//     in the SIMD loop (the first floor(W * C / 8) * 8 elements of a row), which converts to float32, sums
+//     s0 b0' + (s1 b1' + (s2 b2' + s3 b3')) with b' = b / 2^22 and rounds to nearest even.
+// A plan holds, per output index, (sx - 1, 4) and the 4 coefficients: float32 bit patterns (precision 0) or
+// the int16 values (precision 11). Products are kept apart from the sums (cv2_product): an FMA contraction
+// would round differently from OpenCV's SSE code.
+namespace cv2_cubic {
+constexpr int32_t kTaps = 4;
+constexpr int32_t kCoefBits = 11;
+constexpr int64_t kFloatLanes = 4, kFixedLanes = 8;
+}  // namespace cv2_cubic
+
+// a * b rounded once and never fused into a following add.
+FIN_HOST_DEVICE float cv2_product(float a, float b) {
+#if defined(FIN_DEVICE_PASS)
+  return __fmul_rn(a, b);
+#else
+  float p = a * b;
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__("" : "+x"(p));  // opaque to the optimizer: no FMA can absorb the product
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(p));
+#else
+  volatile float kept = p;
+  p = kept;
+#endif
+  return p;
+#endif
+}
+
+FIN_HOST_DEVICE int64_t cv2_clamp_index(int64_t i, int64_t size) { return i < 0 ? 0 : i < size ? i : size - 1; }
+
+// The horizontal sum of one output index's 4 tap values s with its plan coefficients c: a float32 sum, or the
+// exact int32 sum of the fixed-point taps (below 2^24 in magnitude, so exact as a float too).
+FIN_HOST_DEVICE float cv2_horizontal_sum(const float s[4], const int32_t* c, bool fixed) {
+  if (!fixed) {
+    float v = cv2_product(s[0], bits_as_float(static_cast<uint32_t>(c[0])));
+    for (int k = 1; k < 4; ++k) v = v + cv2_product(s[k], bits_as_float(static_cast<uint32_t>(c[k])));
+    return v;
+  }
+  int32_t v = 0;
+  for (int k = 0; k < 4; ++k) v += static_cast<int32_t>(s[k]) * c[k];
+  return static_cast<float>(v);
+}
+
+// The vertical sum of one element's 4 first-pass values s; simd: whether OpenCV's SIMD loop computes the element
+// (its place in the row below row_len / lanes * lanes: cv2_simd_lane).
+FIN_HOST_DEVICE float cv2_vertical_sum(const float s[4], const int32_t* c, bool fixed, bool simd) {
+  if (!fixed) {
+    float b[4];
+    for (int k = 0; k < 4; ++k) b[k] = bits_as_float(static_cast<uint32_t>(c[k]));
+    if (simd) {
+      return cv2_product(s[0], b[0]) + (cv2_product(s[1], b[1]) + (cv2_product(s[2], b[2]) + cv2_product(s[3], b[3])));
+    }
+    return ((cv2_product(s[0], b[0]) + cv2_product(s[1], b[1])) + cv2_product(s[2], b[2])) + cv2_product(s[3], b[3]);
+  }
+  int32_t r = 0;
+  if (simd) {
+    constexpr float kScale = 1.0f / static_cast<float>(1 << (2 * cv2_cubic::kCoefBits));
+    float b[4];
+    for (int k = 0; k < 4; ++k) b[k] = static_cast<float>(c[k]) * kScale;  // exact: a power of two
+    const float v =
+        cv2_product(s[0], b[0]) + (cv2_product(s[1], b[1]) + (cv2_product(s[2], b[2]) + cv2_product(s[3], b[3])));
+#if defined(FIN_DEVICE_PASS)
+    r = __float2int_rn(v);
+#else
+    r = static_cast<int32_t>(std::nearbyint(v));  // the default rounding mode: to nearest even, as cvtps2dq
+#endif
+  } else {
+    // int32 products and sums as OpenCV's (wrapping, through uint32, where they would overflow).
+    uint32_t sum = uint32_t{1} << (2 * cv2_cubic::kCoefBits - 1);
+    for (int k = 0; k < 4; ++k) sum += static_cast<uint32_t>(static_cast<int32_t>(s[k]) * c[k]);
+    r = static_cast<int32_t>(sum) >> (2 * cv2_cubic::kCoefBits);
+  }
+  return static_cast<float>(r < 0 ? 0 : r > 255 ? 255 : r);
+}
+
+// Whether OpenCV's vertical pass computes element x of a row of row_len interleaved values in its SIMD loop.
+FIN_HOST_DEVICE bool cv2_simd_lane(int64_t x, int64_t row_len, bool fixed) {
+  const int64_t lanes = fixed ? cv2_cubic::kFixedLanes : cv2_cubic::kFloatLanes;
+  return x < row_len / lanes * lanes;
+}
+
+// Output index o's value of the horizontal pass over `row` (extent elements, `step` apart).
+FIN_HOST_DEVICE float cv2_horizontal_value(const int32_t* plan, int64_t o, const uint8_t* row, int64_t step,
+                                           int64_t extent) {
+  const int64_t out_size = plan[PlanHeader::kOutSize];
+  o = o < out_size ? o : out_size - 1;
+  const int64_t size = plan[PlanHeader::kInSize] < extent ? plan[PlanHeader::kInSize] : extent;
+  const int64_t first = plan[PlanHeader::kSize + 2 * o];
+  float s[4];
+  for (int k = 0; k < 4; ++k) s[k] = static_cast<float>(row[cv2_clamp_index(first + k, size) * step]);
+  return cv2_horizontal_sum(s, plan + PlanHeader::kSize + 2 * out_size + cv2_cubic::kTaps * o,
+                            plan[PlanHeader::kPrecision] != 0);
+}
+
+// Output index o's value of the vertical pass over the first pass's rows (`column`: its element at row 0,
+// rows `row_stride` apart, row 0 being input index row_offset, `rows` of them); x: the element's place in its
+// row of row_len interleaved values (which of OpenCV's loops computes it).
+FIN_HOST_DEVICE float cv2_vertical_value(const int32_t* plan, int64_t o, const float* column, int64_t row_stride,
+                                         int64_t row_offset, int64_t rows, int64_t x, int64_t row_len) {
+  const int64_t out_size = plan[PlanHeader::kOutSize];
+  o = o < out_size ? o : out_size - 1;
+  const int64_t first = plan[PlanHeader::kSize + 2 * o];
+  float s[4];
+  for (int k = 0; k < 4; ++k) {
+    const int64_t r = cv2_clamp_index(first + k, plan[PlanHeader::kInSize]) - row_offset;
+    s[k] = column[cv2_clamp_index(r, rows) * row_stride];
+  }
+  const bool fixed = plan[PlanHeader::kPrecision] != 0;
+  return cv2_vertical_sum(s, plan + PlanHeader::kSize + 2 * out_size + cv2_cubic::kTaps * o, fixed,
+                          cv2_simd_lane(x, row_len, fixed));
+}
+
+// sx for output index o (the planner's and the host's bounds): float((o + 0.5) * scale - 0.5) floored, with
+// scale = 1 / (out / in) in double as OpenCV computes it.
+FIN_NO_FP_CONTRACT_ATTR inline float cv2_source_coordinate(int64_t in_size, int64_t out_size, int64_t o, int64_t* sx) {
+  FIN_NO_FP_CONTRACT
+  const double scale = 1.0 / (static_cast<double>(out_size) / static_cast<double>(in_size));
+  const float fx = static_cast<float>((static_cast<double>(o) + 0.5) * scale - 0.5);
+  const auto i = static_cast<int64_t>(fx);
+  *sx = i - (static_cast<float>(i) > fx ? 1 : 0);  // cvFloor
+  return fx - static_cast<float>(*sx);
+}
+
+FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_cv2_plan(int64_t in_size, int64_t out_size, bool fixed) {
+  FIN_NO_FP_CONTRACT
+  using cv2_cubic::kTaps;
+  std::vector<int32_t> plan(PlanHeader::kSize + static_cast<size_t>(out_size * (2 + kTaps)), 0);
+  int32_t* bounds = plan.data() + PlanHeader::kSize;
+  int32_t* coeffs = bounds + 2 * out_size;
+  for (int64_t o = 0; o < out_size; ++o) {
+    int64_t sx = 0;
+    const float x = cv2_source_coordinate(in_size, out_size, o, &sx);
+    // OpenCV's interpolateCubic, in float32.
+    constexpr float A = -0.75f;
+    float c[4];
+    c[0] = ((A * (x + 1) - 5 * A) * (x + 1) + 8 * A) * (x + 1) - 4 * A;
+    c[1] = ((A + 2) * x - (A + 3)) * x * x + 1;
+    c[2] = ((A + 2) * (1 - x) - (A + 3)) * (1 - x) * (1 - x) + 1;
+    c[3] = 1.f - c[0] - c[1] - c[2];
+    bounds[2 * o] = static_cast<int32_t>(sx - 1);
+    bounds[2 * o + 1] = kTaps;
+    for (int k = 0; k < kTaps; ++k) {
+      if (fixed) {  // saturate_cast<short>(c * 2048): rounded to nearest even
+        const float v = std::nearbyint(c[k] * static_cast<float>(1 << cv2_cubic::kCoefBits));
+        coeffs[kTaps * o + k] = static_cast<int32_t>(v < -32768.f ? -32768.f : v > 32767.f ? 32767.f : v);
+      } else {
+        coeffs[kTaps * o + k] = static_cast<int32_t>(float_as_bits(c[k]));
+      }
+    }
+  }
+  plan[PlanHeader::kOutSize] = static_cast<int32_t>(out_size);
+  plan[PlanHeader::kInSize] = static_cast<int32_t>(in_size);
+  plan[PlanHeader::kTaps] = kTaps;
+  plan[PlanHeader::kPrecision] = fixed ? 0 + cv2_cubic::kCoefBits : 0;
+  return plan;
+}
+
 // The filter's support at scale 1 (the references' support constants).
 inline double filter_support(ResampleFilter filter) {
   return filter == ResampleFilter::kBilinear ? 1.0 : filter == ResampleFilter::kBicubic ? 2.0 : 3.0;
@@ -141,6 +319,7 @@ FIN_NO_FP_CONTRACT_ATTR inline ResampleGeometry resample_geometry(int64_t in_siz
   // Pillow divides the box's width (a float) by the size; torch divides the sizes as doubles: the same
   // double for any size below 2^24.
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+  if (is_cv2(filter)) return {scale, 2.0, 1.0, cv2_cubic::kTaps};  // 4 taps at any scale; support unused
   const double filterscale = scale < 1.0 ? 1.0 : scale;
   const double support = filter_support(filter) * filterscale;
   return {scale, support, 1.0 / filterscale, static_cast<int>(std::ceil(support)) * 2 + 1};
@@ -167,6 +346,7 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_resample_plan(int64_t i
                                                                        ResampleFilter filter,
                                                                        ResampleReference reference) {
   FIN_NO_FP_CONTRACT
+  if (is_cv2(filter)) return make_cv2_plan(in_size, out_size, filter == ResampleFilter::kCv2Cubic);
   const bool torch_ref = reference == ResampleReference::kTorchvision;
   double (*fn)(double) = resample_filters::triangle;
   if (filter == ResampleFilter::kBicubic) fn = torch_ref ? resample_filters::torch_cubic : resample_filters::pil_cubic;
@@ -232,6 +412,18 @@ struct ResamplePass {
   bool vertical;
   int32_t plan_begin, fixed_begin, tap_offset;
   int32_t tap_extent;  // src's elements along the resampled axis
+  // The cv2 filters' last pass reads the first pass's float32 rows (fsrc; nullptr otherwise) and needs each
+  // element's place in OpenCV's interleaved rows: (col_begin + j) * channels + c, of row_len values.
+  const float* fsrc;
+  int32_t channels, col_begin, row_len;
+
+  // The resampled value of element (b, c, i, j) as the affine reads it.
+  FIN_HOST_DEVICE float value(int64_t b, int64_t c, int64_t i, int64_t j) const {
+    if (fsrc == nullptr) return static_cast<float>(at(b, c, i, j));
+    const float* column = fsrc + b * stride_b + c * stride_c + j * stride_col;
+    return cv2_vertical_value(plan, i + plan_begin, column, stride_row, tap_offset, tap_extent,
+                              (col_begin + j) * channels + c, row_len);
+  }
 
   FIN_HOST_DEVICE uint8_t at(int64_t b, int64_t c, int64_t i, int64_t j) const {
     if (plan == nullptr) {  // no axis changes size: the crop's element itself (both references copy)
@@ -269,6 +461,19 @@ FIN_HOST_DEVICE void resample_pass_thread(const ResamplePass& pass, uint8_t* out
   }
 }
 
+// The cv2 filters' first (horizontal) pass, one thread's share: the float32 intermediate [B, C, rows, cols].
+template <typename index_t>
+FIN_HOST_DEVICE void cv2_first_pass_thread(const ResamplePass& pass, float* out, index_t channels, index_t rows,
+                                           index_t cols, index_t numel, index_t first, index_t step) {
+  for (index_t n = first; n < numel; n += step) {
+    const index_t j = n % cols, t = n / cols;
+    const index_t i = t % rows, plane = t / rows;
+    const uint8_t* row = pass.src + (plane / channels) * pass.stride_b + (plane % channels) * pass.stride_c +
+                         (i + pass.fixed_begin) * pass.stride_row;
+    out[n] = cv2_horizontal_value(pass.plan, j + pass.plan_begin, row, pass.stride_col, pass.tap_extent);
+  }
+}
+
 // A source for the affine's strided walker (affine_kernel.h) that reads the resampled image instead of a
 // tensor: the walker's input offsets are element offsets into the contiguous [B, C, canvas_h, canvas_w]
 // canvas, and loading one runs the (last) resampling pass for it, or, outside the crop's box in the canvas,
@@ -294,7 +499,7 @@ struct ResampledSource {
     // index_t is unsigned: a coordinate before the box wraps to a large value, so one compare per axis.
     const index_t iy = y - top, ix = x - left;
     if (iy >= crop_h || ix >= crop_w) return fill;
-    return static_cast<float>(pass.at(b, c, iy, ix));
+    return pass.value(b, c, iy, ix);
   }
 };
 
@@ -335,6 +540,12 @@ struct ResizePlan {
 // The first input index and count of the taps of output index i: the planner's own bounds, for the host
 // to size the first pass without reading a plan that may live on the device.
 inline std::array<int64_t, 2> resample_bounds(int64_t in_size, int64_t out_size, ResampleFilter filter, int64_t i) {
+  if (is_cv2(filter)) {  // taps sx - 1 .. sx + 2, clamped into the image
+    int64_t sx = 0;
+    cv2_source_coordinate(in_size, out_size, i, &sx);
+    const int64_t first = cv2_clamp_index(sx - 1, in_size), last = cv2_clamp_index(sx + 2, in_size);
+    return {first, last - first + 1};
+  }
   const TapWindow w = tap_window(resample_geometry(in_size, out_size, filter), in_size, i);
   return {w.first, w.count};
 }
@@ -428,6 +639,16 @@ inline ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std
   return pass;
 }
 
+// The cv2 filters' last (vertical) pass, over the first pass's float32 rows (contiguous [B, C, rows, cols]).
+inline ResamplePass cv2_last_pass(const ResizePlan& p, const float* first_rows, const std::array<int64_t, 4>& strides) {
+  ResamplePass pass = last_pass(p, nullptr, strides);
+  pass.fsrc = first_rows;
+  pass.channels = static_cast<int32_t>(p.channels);
+  pass.col_begin = static_cast<int32_t>(p.left);
+  pass.row_len = static_cast<int32_t>(p.out_w * p.channels);
+  return pass;
+}
+
 template <typename index_t>
 ResampledSource<index_t>::ResampledSource(const ResizePlan& p, const ResamplePass& last)
     : pass(last),
@@ -441,6 +662,14 @@ ResampledSource<index_t>::ResampledSource(const ResizePlan& p, const ResamplePas
       fill(static_cast<float>(p.fill)) {}
 
 #if defined(FIN_GPU_COMPILER)
+template <typename index_t>
+__global__ void cv2_first_pass_kernel(ResamplePass pass, float* out, index_t channels, index_t rows, index_t cols,
+                                      index_t numel) {
+  cv2_first_pass_thread<index_t>(pass, out, channels, rows, cols, numel,
+                                 static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                                 static_cast<index_t>(gridDim.x) * blockDim.x);
+}
+
 template <typename index_t>
 __global__ void resample_pass_kernel(ResamplePass pass, uint8_t* out, index_t channels, index_t rows, index_t cols,
                                      index_t numel) {

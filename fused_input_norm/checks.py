@@ -14,7 +14,10 @@ INPUT_DTYPES = (torch.uint8, torch.uint16, torch.float16, torch.bfloat16, torch.
 OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # The resize op also writes uint8: the resampled bytes (weight 1, bias 0), which an engine normalizes later.
 RESIZE_OUTPUT_DTYPES = (torch.uint8, *OUTPUT_DTYPES)
-RESAMPLE_FILTERS = ("bilinear", "bicubic", "lanczos")
+# cv2_cubic / cv2_cubic_f32: OpenCV's cv2.resize(..., interpolation=cv2.INTER_CUBIC) of the uint8 image, and of
+# the image as float32 (Mistral's ImageEncoder); the reference argument does not apply to them.
+RESAMPLE_FILTERS = ("bilinear", "bicubic", "lanczos", "cv2_cubic", "cv2_cubic_f32")
+CV2_FILTERS = ("cv2_cubic", "cv2_cubic_f32")
 CHANNEL_DIMS = (-3, -1)  # channels first ([..., C, H, W]) or last ([..., H, W, C])
 # The most bytes one processor call may allocate for its output (64 GiB: more than any one accelerator or
 # host this serves holds for a single batch). A config or a call asking for more (a patch_size or min_pixels

@@ -197,6 +197,8 @@ VIDEO_CONFIG_FILES = ("video_preprocessor_config.json", "preprocessor_config.jso
 VIDEO_TYPES = {
     "Qwen2VLVideoProcessor": "qwen2_vl",
     "Qwen3VLVideoProcessor": "qwen3_vl",
+    # Qwen3-VL's code with the names changed, class defaults included (transformers 5.22 and 5.25)
+    "CohereCompassVideoProcessor": "qwen3_vl",
     "Glm4vVideoProcessor": "glm4v",
     "SmolVLMVideoProcessor": "smolvlm",
     "LlavaOnevisionVideoProcessor": "llava_onevision",
@@ -209,6 +211,7 @@ VIDEO_PROCESSOR_CLASSES = {
     "Qwen2VLProcessor": "qwen2_vl",
     "Qwen2_5_VLProcessor": "qwen2_vl",
     "Qwen3VLProcessor": "qwen3_vl",
+    "CohereCompassProcessor": "qwen3_vl",
     "Glm4vProcessor": "glm4v",
     "SmolVLMProcessor": "smolvlm",
     "LlavaOnevisionProcessor": "llava_onevision",
@@ -342,15 +345,18 @@ def read_video(config: Mapping | str | os.PathLike, where: str) -> Mapping:
 
 def video_kind_of(config: Mapping) -> str | None:
     """ "qwen2_vl", "qwen3_vl" or "glm4v" from video_processor_type (its Fast spelling too), else
-    processor_class, else an image config's Qwen2VLImageProcessor type (Qwen2-VL's and Qwen2.5-VL's); None
-    for anything else."""
+    processor_class, else an image config's image_processor_type read as AutoVideoProcessor reads it
+    (Qwen2VLImageProcessor: Qwen2VLVideoProcessor); None for anything else."""
     name = config.get("video_processor_type")
     if isinstance(name, str):
         return VIDEO_TYPES.get(name.removesuffix("Fast"))
     if name is None and config.get("processor_class") in VIDEO_PROCESSOR_CLASSES:
         return VIDEO_PROCESSOR_CLASSES[config["processor_class"]]
-    if name is None and "image_processor_type" in config and kind_of(config) == "qwen2_vl":
-        return "qwen2_vl"
+    image = config.get("image_processor_type")
+    if name is None and isinstance(image, str):
+        # AutoVideoProcessor's fallback: the image processor's class name with "Video" for "Image"
+        inferred = image.removesuffix("Fast").removesuffix("Pil").replace("ImageProcessor", "VideoProcessor")
+        return VIDEO_TYPES.get(inferred)
     return None
 
 

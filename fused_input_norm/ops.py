@@ -15,7 +15,15 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .checks import INPUT_DTYPES, OUTPUT_DTYPES, RESAMPLE_FILTERS, RESIZE_OUTPUT_DTYPES, dtype_names, is_int
+from .checks import (
+    CV2_FILTERS,
+    INPUT_DTYPES,
+    OUTPUT_DTYPES,
+    RESAMPLE_FILTERS,
+    RESIZE_OUTPUT_DTYPES,
+    dtype_names,
+    is_int,
+)
 from .geometry import MAX_SIDE
 
 # Looked up once: resolving torch.ops.<namespace>.<op>.default costs ~0.2 us on every call.
@@ -254,7 +262,9 @@ def _resample_plan_fake(in_size, out_size, resample="bicubic", reference="pil"):
     if reference not in ("pil", "torchvision"):
         raise ValueError(f"{_PLAN_OP}: reference must be 'pil' or 'torchvision', got '{reference}'")
     if resample not in RESAMPLE_FILTERS:
-        raise ValueError(f"{_PLAN_OP}: resample must be 'bilinear', 'bicubic' or 'lanczos', got '{resample}'")
+        raise ValueError(
+            f"{_PLAN_OP}: resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic' or 'cv2_cubic_f32', got '{resample}'"
+        )
     return torch.empty(_plan_numel(in_size, out_size, resample), dtype=torch.int32, device="cpu")
 
 
@@ -263,6 +273,8 @@ _FILTER_SUPPORT = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}  # resample_
 
 def _plan_numel(in_size: int, out_size: int, resample: str) -> int:
     # resample_kernel.h: a 4-value header, then (first, count) and `taps` coefficients per output index.
+    if resample in CV2_FILTERS:
+        return 4 + out_size * (2 + 4)  # OpenCV's cubic: 4 taps at any scale
     scale = in_size / out_size
     support = _FILTER_SUPPORT[resample] * max(scale, 1.0)
     return 4 + out_size * (2 + math.ceil(support) * 2 + 1)
@@ -285,15 +297,22 @@ def _resize_affine_out_fake(
         raise ValueError(f"{_RESIZE_OP}: input must have H, W >= 1, got shape {list(input.shape)}")
     _check_args("resize_affine_out", input, weight, bias, 1)
     if resample not in RESAMPLE_FILTERS:
-        raise ValueError(f"{_RESIZE_OP}: resample must be 'bilinear', 'bicubic' or 'lanczos', got '{resample}'")
+        raise ValueError(
+            f"{_RESIZE_OP}: resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic' or 'cv2_cubic_f32', got '{resample}'"
+        )
     if len(size) != 2 or size[0] < 1 or size[1] < 1:
         raise ValueError(f"{_RESIZE_OP}: size must be (height, width) >= 1, got {list(size)}")
     if max(in_h, in_w, *size) >= MAX_SIDE:
         raise ValueError(f"{_RESIZE_OP}: image sides must be below 2^24")
+    cv2, resized = resample in CV2_FILTERS, (in_h, in_w) != tuple(size)
     for name, plan, n_in, n_out in (("row_plan", row_plan, in_h, size[0]), ("col_plan", col_plan, in_w, size[1])):
-        if n_in != n_out and plan is None:
+        if cv2 and resized and plan is None:
+            raise ValueError(f"{_RESIZE_OP}: {name} is required: cv2 filters resample both axes")
+        if cv2 and not resized and plan is not None:
+            raise ValueError(f"{_RESIZE_OP}: {name} must be None: the image keeps its size")
+        if not cv2 and n_in != n_out and plan is None:
             raise ValueError(f"{_RESIZE_OP}: {name} is required: the axis is resampled from {n_in} to {n_out}")
-        if n_in == n_out and plan is not None:
+        if not cv2 and n_in == n_out and plan is not None:
             raise ValueError(f"{_RESIZE_OP}: {name} must be None: the axis keeps its size {n_in}")
         if plan is not None:
             if plan.device != input.device:
@@ -308,6 +327,8 @@ def _resize_affine_out_fake(
                     f"{_RESIZE_OP}: {name} must be the contiguous 1-D plan of resample_plan({n_in}, {n_out}) "
                     f"({expected} values), got shape {list(plan.shape)}"
                 )
+    if cv2 and vertical_first:
+        raise ValueError(f"{_RESIZE_OP}: vertical_first must be False: OpenCV resamples across first")
     if len(crop) != 4:
         raise ValueError(f"{_RESIZE_OP}: crop must be (top, left, height, width), got {list(crop)}")
     top, left, h, w = crop

@@ -9,6 +9,8 @@ Two references, both integer algorithms that the kernels reproduce bit for bit (
                  "pil-12.1" is every Pillow up to 12.1, "pil-12.2" is 12.2 and 12.3, "pil-13" is 13.x.
   "torchvision"  torchvision.transforms.v2.functional.resize(..., antialias=True) of a CPU uint8 tensor,
                  i.e. torch's uint8 kernel: what transformers 5's default processors produce on the CPU.
+The filters "cv2_cubic" and "cv2_cubic_f32" are OpenCV's own algorithm whatever the reference: cv2.resize(...,
+interpolation=cv2.INTER_CUBIC) of the uint8 image, and of the image as float32 (resample_kernel.h).
 """
 
 import mmap
@@ -21,7 +23,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from . import ops
-from .checks import RESAMPLE_FILTERS, check_ints
+from .checks import CV2_FILTERS, RESAMPLE_FILTERS, check_ints
 
 REFERENCES = ("pil", "pil-13", "pil-12.2", "pil-12.1", "torchvision")
 _NEWEST_PIL_RULE = "13"
@@ -141,10 +143,10 @@ class PlanCache:
             return len(self._device), self._device_bytes
 
     def get(
-        self, in_size: int, out_size: int, resample: str, reference: str, device: torch.device
+        self, in_size: int, out_size: int, resample: str, reference: str, device: torch.device, *, always=False
     ) -> torch.Tensor | None:
-        if in_size == out_size:
-            return None  # both references skip a pass whose size does not change
+        if in_size == out_size and not always:
+            return None  # both references skip a pass whose size does not change (OpenCV's cubic: `always`)
         algorithm = "torchvision" if reference == "torchvision" else "pil"
         if torch.compiler.is_compiling():
             # While tracing (torch.compile, torch.export) the plan is a fake tensor or a node of the graph: the
@@ -245,9 +247,12 @@ def resize_into(
     in_h, in_w = images.shape[-2:]
     out_h, out_w = size
     device = images.device
-    row_plan = plans.get(in_h, out_h, resample, reference, device)
-    col_plan = plans.get(in_w, out_w, resample, reference, device)
-    first = vertical_first(pil_rule(reference), in_h, in_w, out_h, out_w)
+    # OpenCV's cubic runs both passes, horizontal first, whenever the image changes size.
+    cv2 = resample in CV2_FILTERS
+    always = cv2 and (in_h, in_w) != (out_h, out_w)
+    row_plan = plans.get(in_h, out_h, resample, reference, device, always=always)
+    col_plan = plans.get(in_w, out_w, resample, reference, device, always=always)
+    first = not cv2 and vertical_first(pil_rule(reference), in_h, in_w, out_h, out_w)
     ops.resize_affine_out(
         out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches, clip, pad
     )

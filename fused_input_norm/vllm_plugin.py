@@ -10,10 +10,14 @@ reproduces (a family of fused_input_norm.families: Qwen2-VL's, CLIP's, SigLIP's,
 FusedHFImageProcessor as its image_processor, with transformers' call signature and the same outputs (uint8
 rows on vLLM's mm_device_do_normalize path, float32 otherwise), faster; where it holds a Qwen-VL video
 processor, a FusedHFVideoProcessor (transformers' own frame sampling, FusedVideoProcessor's resize and patch
-rows). The hook wraps `cached_processor_from_config` where vLLM's processing context calls it (imported by
+rows). An image or video processor no family reproduces, on transformers' TorchvisionBackend or PilBackend,
+gets the generic path instead (FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor: its own code with
+the package's exact resize and normalize primitives). The hook wraps `cached_processor_from_config` where vLLM's processing context calls it (imported by
 name into that module, so that is the name to wrap). Other processors, and calls these do not reproduce,
 stay with transformers; one log line per model says which processor serves its images and videos, and why
-where it is transformers'. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
+where it is transformers'. The models whose vLLM processing builds its transformers processor itself (OpenCUA,
+LLaVA-OneVision-2, BAGEL: BUILT_ELSEWHERE) are reached by wrapping their processing info class's
+get_hf_processor when vLLM imports their module. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
 served by vllm_internvl, with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
@@ -34,7 +38,15 @@ import os
 import torch
 
 from . import build_info, ops, vllm_internvl
-from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, stand_in, unsupported, unsupported_video
+from .hf_adapter import (
+    FusedHFGenericImageProcessor,
+    FusedHFGenericVideoProcessor,
+    FusedHFImageProcessor,
+    FusedHFVideoProcessor,
+    stand_in,
+    unsupported,
+    unsupported_video,
+)
 from .module import channel_view
 
 # A child of vLLM's logger: our lines appear in vLLM's log, in its format and at its level.
@@ -51,6 +63,18 @@ CONTEXT_MODULE = "vllm.multimodal.processing.context"
 # import it by name (wrapped there too where vLLM imported them before the plugin loaded).
 VIDEO_PROCESSOR_MODULE = "vllm.transformers_utils.processor"
 VIDEO_PROCESSOR_USERS = ("vllm.model_executor.models.interns1",)
+# The models whose vLLM processing builds its transformers processor itself, never through
+# cached_processor_from_config: model module -> its processing info class, whose get_hf_processor is wrapped
+# once vLLM imports the module (vLLM imports a model's module when it first needs that model).
+BUILT_ELSEWHERE = {
+    # OpenCUAProcessor.__init__: Qwen2VLImageProcessor(**preprocessor_config.json), a new one per call
+    "vllm.model_executor.models.opencua": "OpenCUAProcessingInfo",
+    # _load_ov2_processor: Qwen2VLImageProcessor.from_pretrained beside the checkpoint's remote-code processor
+    "vllm.model_executor.models.llava_onevision2": "LlavaOnevision2ProcessingInfo",
+    # cached_get_image_processor (AutoImageProcessor: SiglipImageProcessor) in vLLM's own BagelProcessor
+    "vllm.model_executor.models.bagel": "BagelProcessingInfo",
+}
+REGISTRY_MODULE = "vllm.model_executor.models.registry"
 
 
 def register() -> None:
@@ -95,6 +119,7 @@ def register_image_processor() -> None:
     cached_processor_from_config.fused_input_norm_wrapped = original
     context.cached_processor_from_config = cached_processor_from_config
     register_video_processor()
+    register_built_elsewhere()
     raise_pillow_block_size()
     keep_freed_pillow_blocks()
 
@@ -146,6 +171,76 @@ def register_video_processor() -> None:
         module = sys.modules.get(name)
         if getattr(module, "cached_video_processor_from_config", None) is original:
             module.cached_video_processor_from_config = cached_video_processor_from_config
+
+
+def register_built_elsewhere() -> None:
+    """Wraps get_hf_processor of the BUILT_ELSEWHERE models' processing info classes, in the modules vLLM has
+    imported and, through its model registry's lazy loader, in those it imports later."""
+    import sys
+
+    for name in BUILT_ELSEWHERE:
+        if name in sys.modules:
+            serve_processing_info(sys.modules[name])
+    try:
+        lazy = importlib.import_module(REGISTRY_MODULE)._LazyRegisteredModel
+        original = lazy.load_model_cls
+    except (ImportError, AttributeError) as e:
+        logger.info(
+            "fused_input_norm: the processors vLLM builds outside its processor cache stay transformers' (%s)", e
+        )
+        return
+    if getattr(original, "fused_input_norm_wrapped", None) is not None:
+        return
+
+    @functools.wraps(original)
+    def load_model_cls(self):
+        model_cls = original(self)
+        module = sys.modules.get(getattr(self, "module_name", None) or "")
+        if module is not None and module.__name__ in BUILT_ELSEWHERE:
+            serve_processing_info(module)
+        return model_cls
+
+    load_model_cls.fused_input_norm_wrapped = original
+    lazy.load_model_cls = load_model_cls
+
+
+def serve_processing_info(module: object) -> None:
+    """Makes `module`'s processing info class (BUILT_ELSEWHERE) put the adapters in the processor its
+    get_hf_processor builds, as serve_images does for cached_processor_from_config's; one adapter per upstream
+    image processor where vLLM keeps that one (Bagel's, LLaVA-OneVision-2's), a new one where vLLM builds a new
+    one per call (OpenCUA's)."""
+    info = getattr(module, BUILT_ELSEWHERE[module.__name__], None)
+    original = getattr(info, "get_hf_processor", None)
+    if original is None:
+        _say_once(
+            ("elsewhere", module.__name__),
+            "fused_input_norm: %s has no %s: its processor stays transformers'",
+            module.__name__,
+            BUILT_ELSEWHERE[module.__name__],
+        )
+        return
+    if getattr(original, "fused_input_norm_wrapped", None) is not None:
+        return
+    adapters: dict[int, tuple] = {}  # id(upstream) -> (upstream, its adapter)
+
+    @functools.wraps(original)
+    def get_hf_processor(self, **kwargs):
+        processor = original(self, **kwargs)
+        upstream = getattr(processor, "image_processor", None)
+        entry = adapters.get(id(upstream))
+        if entry is not None and entry[0] is upstream:
+            processor.image_processor = entry[1]
+            return processor
+        serve_images(self.ctx.model_config, processor)
+        served = getattr(processor, "image_processor", None)
+        if isinstance(served, FusedHFImageProcessor) and served.upstream is upstream:
+            if len(adapters) >= 16:  # bounded, as vLLM's own caches are
+                adapters.pop(next(iter(adapters)))
+            adapters[id(upstream)] = (upstream, served)
+        return processor
+
+    get_hf_processor.fused_input_norm_wrapped = original
+    info.get_hf_processor = get_hf_processor
 
 
 # Pillow keeps an image larger than its block size (16 MiB by default: a 4 MP photo, RGB being stored as 4
@@ -219,7 +314,9 @@ def serve_images(model_config: object, processor: object) -> None:
     videos = getattr(processor, "video_processor", None)
     if images is None and videos is None:
         return
-    if isinstance(images, FusedHFImageProcessor) or isinstance(videos, FusedHFVideoProcessor):
+    if isinstance(images, FusedHFImageProcessor | FusedHFGenericImageProcessor) or isinstance(
+        videos, FusedHFVideoProcessor | FusedHFGenericVideoProcessor
+    ):
         return  # served when vLLM first built this processor
     architectures = list(getattr(model_config, "architectures", None) or [])
     said = [

@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Test-only: transformers (+ torchvision, its default image backend, and torchcodec, its video decoder, matched
-# to torch) and scikit-image's real photos for the processor parity tests.
+# to torch), scikit-image's real photos for the processor parity tests, and opencv-python-headless, the reference
+# of the cv2 resize filters (tests/test_resize_cv2.py).
 case "${TORCH_SPEC:-torch==2.14.1}" in
   # torchcodec decodes encoded videos, as transformers' video processors do (FFmpeg's libraries: setup_env.sh)
   torch==2.14.1) torchvision="torchvision==0.29.1 torchcodec==0.17.0" ;;
@@ -12,6 +13,6 @@ case "${TORCH_SPEC:-torch==2.14.1}" in
   # import beside the CPU-only torch 2.13.0+cpu); transformers uses its PIL backend instead.
   *) torchvision="" ;;
 esac
-EXTRAS="pytest hypothesis expecttest transformers scikit-image matplotlib $torchvision ${EXTRAS:-}" bash scripts/setup_env.sh
+EXTRAS="pytest hypothesis expecttest transformers scikit-image matplotlib opencv-python-headless $torchvision ${EXTRAS:-}" bash scripts/setup_env.sh
 VENV=${VENV:-.venv}
 "$VENV/bin/python" -m pytest -q -rs "$@"

@@ -398,7 +398,10 @@ def test_min_max_pixels_override_size_as_in_transformers():
     "config,message",
     [
         ({"image_processor_type": "LlavaNextImageProcessor"}, "unsupported image processor 'LlavaNextImageProcessor'"),
-        ({"processor_class": "Blip2Processor"}, "supported: Qwen2VLImageProcessor(Fast/Pil), CLIPImageProcessor"),
+        (
+            {"processor_class": "Blip2Processor"},
+            "supported: Qwen2VLImageProcessor(Fast/Pil), CohereCompassImageProcessor(Fast/Pil), CLIPImageProcessor",
+        ),
         ({"image_processor_type": "CLIPImageProcessor", "resample": 4}, "resample 4 (box) is not implemented"),
         (
             {"image_processor_type": "CLIPImageProcessor", "resample": 0},

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 from test_resize import TORCH_LANCZOS
+from test_resize_cv2 import opencv
 
 from fused_input_norm.resize import pil_rule, vertical_first
 
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.skipif(
     COMPILER is None and not PREBUILT, reason="needs a C++17 host compiler (g++, c++ or clang++) on PATH"
 )
 
-FILTERS = {"bicubic": 1, "bilinear": 0, "lanczos": 2}
+FILTERS = {"bicubic": 1, "bilinear": 0, "lanczos": 2, "cv2_cubic": 3, "cv2_cubic_f32": 4}
 PIL_FILTERS = {"bicubic": 3, "bilinear": 2, "lanczos": 1}  # PIL.Image.Resampling values
 TV_FILTERS = {"bicubic": "BICUBIC", "bilinear": "BILINEAR", "lanczos": "LANCZOS"}
 
@@ -70,7 +71,7 @@ def emulate(
     height, width, channels = image_hwc.shape
     crop = crop or (0, 0, *size)
     rule = pil_rule(reference)
-    first = vertical_first(rule, height, width, *size)
+    first = not resample.startswith("cv2") and vertical_first(rule, height, width, *size)  # OpenCV: across first
     image_file, out_file = tmp_path / "in.bin", tmp_path / "out.bin"
     image_file.write_bytes(np.ascontiguousarray(image_hwc.transpose(2, 0, 1) if planar else image_hwc).tobytes())
     args = [channels, height, width, int(not planar), *size, FILTERS[resample], int(reference == "torchvision")]
@@ -237,4 +238,42 @@ def test_cpu_kernels_equal_pillow_and_torchvision(emulator, tmp_path, resample):
         expected = padded(pillow(image, size, resample)[:, top : top + h, left : left + w], pad)
         differing[(cap, "pad", "pil")] = int((got != expected).sum())
     assert len(differing) >= len(cases) + 1
+    assert not any(differing.values()), {k: v for k, v in differing.items() if v}
+
+
+@pytest.mark.parametrize("resample", ["cv2_cubic", "cv2_cubic_f32"])
+def test_emulated_and_cpu_kernels_equal_opencv(emulator, tmp_path, resample):
+    """OpenCV's INTER_CUBIC (resample_kernel.h's cv2 functions): the GPU per-thread code (the float32 first pass,
+    then the walker's vertical pass, both index widths) and the CPU op's band code at each capability, against
+    cv2.resize itself: photos down, up, one axis, 1 pixel, extreme ratios; 1, 3 and 4 channels, planar and
+    interleaved; a seeded fuzz of sizes; a crop on a padded canvas. 0 differing values (float32 bits equal)."""
+    astronaut = PHOTOS["astronaut"]
+    cases = [  # image, size, planar
+        (PHOTOS["coffee"], (224, 224), False),
+        (PHOTOS["coffee"], (700, 901), True),
+        (astronaut, (97, 600), False),
+        (astronaut, (512, 301), False),  # width only
+        (astronaut, (1, 1), False),
+        (astronaut, (5, 1500), True),
+        (astronaut[:, :, :1], (333, 77), False),
+        (np.dstack([astronaut, astronaut[:, ::-1, 1]]), (53, 999), True),
+    ]
+    rng = np.random.default_rng(41)
+    for _ in range(6):
+        source = (int(rng.integers(1, 200)), int(rng.integers(1, 200)))
+        size = (int(rng.integers(1, 400)), int(rng.integers(1, 400)))
+        noise = rng.integers(0, 256, (*source, int(rng.choice([1, 3, 4]))), dtype=np.uint8)
+        cases.append((noise, size, bool(rng.integers(2))))
+    differing = {}
+    for cap in [None, *capabilities(emulator)]:  # None: the GPU per-thread code
+        for i, (image, size, planar) in enumerate(cases):
+            got = emulate(emulator, tmp_path, image, size, resample, "pil", threads=7 if cap else 37, cpu=cap,
+                          planar=planar)  # fmt: skip
+            differing[(cap, i)] = int((got != opencv(image, size, resample).numpy()).sum())
+        image, size, crop, pad = PHOTOS["coffee"], (150, 200), (10, 20, 120, 170), (140, 180, 4, 6, 255)
+        got = emulate(emulator, tmp_path, image, size, resample, "pil", crop=crop, threads=32, pad=pad, cpu=cap)
+        top, left, h, w = crop
+        differing[(cap, "pad")] = int(
+            (got != padded(opencv(image, size, resample).numpy()[:, top : top + h, left : left + w], pad)).sum()
+        )
     assert not any(differing.values()), {k: v for k, v in differing.items() if v}

@@ -339,17 +339,22 @@ def write_glm4v(path: str) -> None:
     text["rope_scaling"] = {"rope_type": "default", "mrope_section": [2, 3, 3]}
     vision = {"depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "out_hidden_size": 32}
     vision |= {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "image_size": 336}
-    tokens = {f"{kind}_token_id": vocab[f"<|{kind}|>"] for kind in ("image", "video")}
-    for kind in ("image", "video"):
-        tokens[f"{kind}_start_token_id"] = vocab[f"<|begin_of_{kind}|>"]
-        tokens[f"{kind}_end_token_id"] = vocab[f"<|end_of_{kind}|>"]
-    config = Glm4vConfig(text_config=text, vision_config=vision, **tokens)
+    config = Glm4vConfig(text_config=text, vision_config=vision, **glm_token_ids(vocab))
     config.architectures = ["Glm4vForConditionalGeneration"]
     config.save_pretrained(path)
     preprocessor = {"image_processor_type": "Glm4vImageProcessor", "processor_class": "Glm4vProcessor"}
     preprocessor |= {"size": {"shortest_edge": 12544, "longest_edge": 9633792}, "patch_size": 14}
     preprocessor |= {"temporal_patch_size": 2, "merge_size": 2, "image_mean": CLIP_MEAN, "image_std": CLIP_STD}
     dump(path, "preprocessor_config.json", preprocessor)
+
+
+def glm_token_ids(vocab: dict) -> dict:
+    """A GLM-4V config's image and video token ids (and their begin / end tokens), from the tokenizer's vocabulary."""
+    tokens = {f"{kind}_token_id": vocab[f"<|{kind}|>"] for kind in ("image", "video")}
+    for kind in ("image", "video"):
+        tokens[f"{kind}_start_token_id"] = vocab[f"<|begin_of_{kind}|>"]
+        tokens[f"{kind}_end_token_id"] = vocab[f"<|end_of_{kind}|>"]
+    return tokens
 
 
 def write_llava_onevision(path: str) -> None:

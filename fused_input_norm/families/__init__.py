@@ -6,6 +6,7 @@ from types import ModuleType
 
 from . import (
     clip,
+    ernie4_5_vl,
     gemma3,
     glm4v,
     got_ocr2,
@@ -15,6 +16,7 @@ from . import (
     llama4,
     llava_onevision,
     nemotron_vl,
+    paddleocr_vl,
     pixtral,
     qwen2_vl,
     siglip,
@@ -37,6 +39,8 @@ FAMILIES: dict[str, ModuleType] = {
         pixtral,
         llama4,
         idefics3,
+        ernie4_5_vl,
+        paddleocr_vl,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that

@@ -1,6 +1,9 @@
 """GLM-4.1V's image processor (also GLM-4.5V's): Qwen2-VL's patch rows and image_grid_thw, with its own
 smart_resize: the pixel budget counts the image as temporal_patch_size frames (a still image is one temporal
-patch), and an image thinner than patch_size * merge_size is scaled up to it first."""
+patch), and an image thinner than patch_size * merge_size is scaled up to it first.
+
+Glm46VImageProcessor (GLM-4.6V's, which GLM-OCR's checkpoints name too) is served here: in transformers 5.22
+and 5.25 both of its backends are GLM-4.1V's code with the names changed (defaults, smart_resize, patch rows)."""
 
 from collections.abc import Mapping
 
@@ -9,8 +12,9 @@ from . import qwen2_vl
 from .base import Plan
 
 KIND = "glm4v"
-TYPES = ("Glm4vImageProcessor",)
-PROCESSOR_CLASSES = ("Glm4vProcessor",)  # GLM-4.1V's and GLM-4.5V's (Glm4vMoe) processor
+TYPES = ("Glm4vImageProcessor", "Glm46VImageProcessor")
+# GLM-4.1V's and GLM-4.5V's (Glm4vMoe) processor, GLM-4.6V's
+PROCESSOR_CLASSES = ("Glm4vProcessor", "Glm46VProcessor")
 KEYS = qwen2_vl.KEYS
 PIL_BYTES_AS_FLOAT = True  # its Pil backend's patch rows are float32, the resized bytes (rescale, normalize off) too
 # Qwen2-VL's class defaults (CLIP's mean and std, patches 14 / 2 / 2) with GLM's pixel bounds.

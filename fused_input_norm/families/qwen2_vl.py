@@ -1,5 +1,9 @@
 """Qwen2-VL's image processor (also Qwen2.5-VL's and Qwen3-VL's): smart_resize to multiples of
-patch_size * merge_size within a pixel budget, then patch rows [patches, C * T * P * P] and image_grid_thw."""
+patch_size * merge_size within a pixel budget, then patch rows [patches, C * T * P * P] and image_grid_thw.
+
+CohereCompassImageProcessor is served here too: in transformers 5.22 and 5.25 both of its backends are
+Qwen2-VL's code with the names changed (class defaults, min_pixels / max_pixels aliases, smart_resize,
+patchify, outputs), the files generated from Qwen2-VL's by transformers' modular converter."""
 
 from collections.abc import Mapping
 
@@ -10,8 +14,8 @@ from ..geometry import MAX_ASPECT_RATIO, MAX_SIDE, QWEN_MAX_PIXELS, QWEN_MIN_PIX
 from .base import CLIP_MEAN, CLIP_STD, COMMON_DEFAULTS, Job, Plan
 
 KIND = "qwen2_vl"
-TYPES = ("Qwen2VLImageProcessor",)
-PROCESSOR_CLASSES = ("Qwen2VLProcessor", "Qwen2_5_VLProcessor", "Qwen3VLProcessor")
+TYPES = ("Qwen2VLImageProcessor", "CohereCompassImageProcessor")
+PROCESSOR_CLASSES = ("Qwen2VLProcessor", "Qwen2_5_VLProcessor", "Qwen3VLProcessor", "CohereCompassProcessor")
 KEYS = ("patch_size", "temporal_patch_size", "merge_size")
 # Its Pil backend returns the resized bytes (do_rescale and do_normalize off) as float32 values.
 PIL_BYTES_AS_FLOAT = True
@@ -66,18 +70,21 @@ def plan(s, shapes: list, where: str) -> Plan:
     return patch_rows(s, shapes, where, _smart_size)
 
 
-def patch_rows(s, shapes: list, where: str, smart_size) -> Plan:
+def patch_rows(s, shapes: list, where: str, smart_size, unresized=None, merge: int | None = None) -> Plan:
     """Each image's patch rows, one after another; image_grid_thw (int64, on the CPU) says how many.
-    `smart_size(s, name, height, width, where)`: the family's resized size (with do_resize)."""
+    `smart_size(s, name, height, width, where)`: the family's resized size (with do_resize); `unresized`: the
+    same without do_resize (the size, or refused); `merge`: the merge blocks the rows are grouped in (1: raster
+    order), s.merge_size unless given."""
     count = len(shapes)
+    unresized = unresized or _unresized
     sizes = [
         smart_size(s, image_name(i, count), h, w, where)
         if s.do_resize
-        else _unresized(s, image_name(i, count), h, w, where)
+        else unresized(s, image_name(i, count), h, w, where)
         for i, (h, w) in enumerate(shapes)
     ]
     grids = [(1, *patch_grid(*size, s.patch_size)) for size in sizes]
-    patches = (s.temporal_patch_size, s.patch_size, s.merge_size)
+    patches = (s.temporal_patch_size, s.patch_size, s.merge_size if merge is None else merge)
     jobs, start = [], 0
     for i, (size, (t, h, w)) in enumerate(zip(sizes, grids, strict=True)):
         jobs.append(Job(i, size, (0, 0, *size), (start, start + t * h * w), patches=patches))

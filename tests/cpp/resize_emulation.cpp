@@ -5,14 +5,16 @@
 // resampled uint8 values as float32 in the output layout. Both index widths run and must agree.
 //   resize_emulation IN C H W HWC OUT_H OUT_W FILTER REFERENCE VERTICAL_FIRST TOP LEFT CROP_H CROP_W T P M
 //                    THREADS [CANVAS_H CANVAS_W PAD_TOP PAD_LEFT FILL] OUT
-// FILTER: 0 bilinear, 1 bicubic, 2 lanczos; REFERENCE: 0 pil, 1 torchvision; P = 0: planar output [C, h, w] (h, w: the
-// canvas's with the five padding arguments, the crop's without; the padding is the fill byte).
+// FILTER: 0 bilinear, 1 bicubic, 2 lanczos, 3 cv2_cubic, 4 cv2_cubic_f32; REFERENCE: 0 pil, 1 torchvision; P = 0:
+// planar output [C, h, w] (h, w: the canvas's with the five padding arguments, the crop's without; the padding is the
+// fill byte).
 //   resize_emulation --cpu ARGS...   the CPU op's kernels instead (resample_cpu_kernels.h: canvas_band over bands of
 //                                    THREADS rows, the capability FUSED_INPUT_NORM_CPU_CAPABILITY selects), planar
 //                                    output only: the resampling the op's writers then normalize. Torch-free, so it
 //                                    runs where torch cannot (cross-built, under qemu-aarch64:
 //                                    scripts/check_aarch64.sh).
 //   resize_emulation --capabilities  the CPU capabilities this machine runs, one per line.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,7 +34,19 @@ std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_
   std::array<int64_t, 4> strides = plan.strides;
   const uint8_t* src = image;
   std::vector<uint8_t> workspace;
-  if (plan.two_passes()) {
+  std::vector<float> cv2_workspace;  // the cv2 filters' float32 first pass
+  if (plan.two_passes() && fin::is_cv2(plan.filter)) {
+    const auto shape = fin::intermediate_shape(plan);
+    const auto n = static_cast<index_t>(plan.batch * plan.channels * shape[0] * shape[1]);
+    cv2_workspace.assign(static_cast<size_t>(n), std::nanf(""));  // poison: every element must be written
+    const fin::ResamplePass first = fin::first_pass(plan, image);
+    for (int64_t t = 0; t < threads; ++t) {
+      fin::cv2_first_pass_thread<index_t>(first, cv2_workspace.data(), static_cast<index_t>(plan.channels),
+                                          static_cast<index_t>(shape[0]), static_cast<index_t>(shape[1]), n,
+                                          static_cast<index_t>(t), static_cast<index_t>(threads));
+    }
+    strides = {plan.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
+  } else if (plan.two_passes()) {
     const auto shape = fin::intermediate_shape(plan);
     const auto n = static_cast<index_t>(plan.batch * plan.channels * shape[0] * shape[1]);
     workspace.assign(static_cast<size_t>(n), 0xAB);  // poison: every element must be written
@@ -45,7 +59,9 @@ std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_
     src = workspace.data();
     strides = {plan.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
   }
-  const fin::ResampledSource<index_t> source(plan, fin::last_pass(plan, src, strides));
+  const fin::ResampledSource<index_t> source(plan, cv2_workspace.empty()
+                                                       ? fin::last_pass(plan, src, strides)
+                                                       : fin::cv2_last_pass(plan, cv2_workspace.data(), strides));
   const auto calc = fin::make_offset_calculator<index_t>(plan.layout);
   const std::vector<float> weight(static_cast<size_t>(plan.channels), 1.0f), bias(weight.size(), 0.0f);
   std::vector<float> out(static_cast<size_t>(plan.numel), -1.0f);
@@ -68,8 +84,18 @@ std::vector<float> run_cpu(const fin::ResizePlan& plan, const uint8_t* image, in
   const int64_t C = plan.channels, h = plan.canvas_h, w = plan.canvas_w;
   std::vector<float> out(static_cast<size_t>(C * h * w), -1.0f);
   std::vector<uint8_t> band;
+  std::vector<float> cv2_band;
   for (int64_t y0 = 0; y0 < h; y0 += band_rows) {
     const int64_t rows = std::min(band_rows, h - y0);
+    if (fin::is_cv2(plan.filter)) {  // the op's float32 band for OpenCV's cubic
+      cv2_band.assign(static_cast<size_t>(C * rows * w), std::nanf(""));
+      fin::cv2_canvas_band(plan, image, 0, y0, rows, cv2_band.data());
+      for (int64_t c = 0; c < C; ++c) {
+        for (int64_t i = 0; i < rows * w; ++i)
+          out[static_cast<size_t>((c * h + y0) * w + i)] = cv2_band[c * rows * w + i];
+      }
+      continue;
+    }
     band.assign(static_cast<size_t>(C * rows * w), 0xAB);  // poison: every byte must be written
     fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
       fin::canvas_band<cap>(plan, pairs, 1, image, 0, 0, y0, rows, band.data());
@@ -137,8 +163,10 @@ int main(int argc, char** argv) {
   }
   plan.strides = hwc ? std::array<int64_t, 4>{H * W * C, 1, W * C, C} : std::array<int64_t, 4>{C * H * W, H * W, W, 1};
   std::vector<int32_t> rows, cols;
-  if (plan.out_h != H) rows = fin::make_resample_plan(H, plan.out_h, plan.filter, reference);
-  if (plan.out_w != W) cols = fin::make_resample_plan(W, plan.out_w, plan.filter, reference);
+  // OpenCV's cubic resamples both axes whenever the image changes size.
+  const bool both = fin::is_cv2(plan.filter) && (plan.out_h != H || plan.out_w != W);
+  if (plan.out_h != H || both) rows = fin::make_resample_plan(H, plan.out_h, plan.filter, reference);
+  if (plan.out_w != W || both) cols = fin::make_resample_plan(W, plan.out_w, plan.filter, reference);
   plan.row_plan = rows.empty() ? nullptr : rows.data();
   plan.col_plan = cols.empty() ? nullptr : cols.data();
   fin::finish_resize_plan(plan);

@@ -1,0 +1,59 @@
+"""OpenCV's cubic through the package against Mistral's way of doing it: cv2.resize of the image as float32
+(INTER_CUBIC) then NumPy's /255 and CLIP mean/std, IPP on and off, against FusedInputNorm.resize with
+resample="cv2_cubic_f32" (the same values, normalized and laid out as CHW). 1 thread each, medians of 7
+alternated rounds in one process; prints the max |difference| to the IPP-off reference after normalization.
+
+    .venv/bin/python scripts/bench_cv2_cubic.py   (needs opencv-python-headless and scikit-image)
+"""
+
+import statistics
+import time
+
+import cv2
+import numpy as np
+import skimage.data
+import torch
+
+from fused_input_norm import FusedInputNorm
+
+MEAN = np.array([0.48145466, 0.4578275, 0.40821073], np.float32)
+STD = np.array([0.26862954, 0.26130258, 0.27577711], np.float32)
+CASES = [((1080, 1920), (576, 1024)), ((3024, 4032), (768, 1024))]
+
+
+def mistral(image: np.ndarray, size: tuple[int, int], ipp: bool) -> np.ndarray:
+    """Mistral's ImageEncoder's arithmetic: cv2.resize of the image as float32, then /255 and mean/std."""
+    cv2.ipp.setUseIPP(ipp)
+    resized = cv2.resize(image.astype(np.float32), (size[1], size[0]), interpolation=cv2.INTER_CUBIC)
+    return np.ascontiguousarray(((resized / 255.0 - MEAN) / STD).transpose(2, 0, 1))
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    cv2.setNumThreads(1)
+    module = FusedInputNorm(MEAN.tolist(), STD.tolist(), 1 / 255)
+    tile = skimage.data.astronaut()
+    for (height, width), size in CASES:
+        image = np.ascontiguousarray(np.tile(tile, (height // 512 + 1, width // 512 + 1, 1))[:height, :width])
+        chw = torch.from_numpy(image).permute(2, 0, 1)
+        calls = {
+            "cv2+numpy, IPP on": (mistral, image, size, True),
+            "cv2+numpy, IPP off": (mistral, image, size, False),
+            "fused cv2_cubic_f32": (module.resize, chw, torch.float32, size),
+        }
+        times = {name: [] for name in calls}
+        for _ in range(7):
+            for name, (call, *args) in calls.items():
+                kwargs = {"resample": "cv2_cubic_f32"} if call == module.resize else {}
+                start = time.perf_counter()
+                call(*args, **kwargs)
+                times[name].append(time.perf_counter() - start)
+        medians = ", ".join(f"{name} {statistics.median(t) * 1e3:.1f} ms" for name, t in times.items())
+        print(f"{height}x{width} -> {size[0]}x{size[1]}: {medians}")
+        fused = module.resize(chw, torch.float32, size, resample="cv2_cubic_f32").numpy()
+        print(f"  max |fused - IPP-off reference| = {np.abs(mistral(image, size, False) - fused).max():.3g}")
+    cv2.ipp.setUseIPP(True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,345 @@
+"""vLLM 0.34.0's `apply()` with the plugin on against off, for the architectures served by a family they copy
+(CohereCompass: Qwen2-VL's image processor; GLM-OCR: Glm46VImageProcessor, GLM-4.1V's; PaddleOCR-VL: the
+paddleocr_vl family) and for those whose processor vLLM builds outside cached_processor_from_config
+(OpenCUA: Qwen2VLImageProcessor made by vLLM's OpenCUAProcessor; BAGEL: SiglipImageProcessor from vLLM's
+cached_get_image_processor), reached by wrapping their processing info class (vllm_plugin.BUILT_ELSEWHERE).
+Each side runs in its own process, as a server would (`bash scripts/test_vllm.sh`).
+
+Tiny model directories (no weights): config.json from the config classes (vLLM's BagelConfig; OpenCUA's
+remote-code config class written here, with what vLLM reads of it), a `tokenizers` tokenizer holding the
+model's special tokens, preprocessor_config.json as the checkpoints ship it (GLM-OCR's and PaddleOCR-VL's
+verbatim; CohereCompass's and OpenCUA's the class defaults Qwen2-VL's checkpoints ship; BAGEL's a SigLIP
+processor at its 980-pixel vit_max_num_patch_per_side * patch_size). Compared per request: prompt_token_ids,
+mm_placeholders, mm_hashes, every tensor (floats within 1e-6, the rest exactly); the plugin's side must hold
+FusedHFImageProcessor, say so once per model, and hand back no call but the one it must (nearest resampling).
+"""
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_vllm_families import TEXT, assert_same_tensors, dump, glm_token_ids, outputs, tokenizer
+from test_vllm_processor import CLIP_MEAN, CLIP_STD, both_sides, class_name, photo
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+pytestmark = pytest.mark.skipif(
+    not HAS_VLLM, reason="needs vllm: `bash scripts/test_vllm.sh` installs vllm 0.34.0 in .venv-vllm and runs this file"
+)
+
+QWEN_TOKENS = ["<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_pad|>"]
+# model -> (architecture, the image placeholder of its prompts, the transformers class vLLM holds with the plugin off)
+MODELS = {
+    "cohere_compass": (
+        "CohereCompassForConditionalGeneration",
+        "<|VISION_START|><|IMAGE_PAD|><|VISION_END|>",
+        "CohereCompassImageProcessor",
+    ),
+    "glm_ocr": (
+        "GlmOcrForConditionalGeneration",
+        "<|begin_of_image|><|image|><|end_of_image|>",
+        "Glm46VImageProcessor",
+    ),
+    "paddleocr_vl": (
+        "PaddleOCRVLForConditionalGeneration",
+        "<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>",
+        "PaddleOCRVLImageProcessor",
+    ),
+    "opencua": (
+        "OpenCUAForConditionalGeneration",
+        "<|media_begin|><|media_placeholder|><|media_end|>",
+        "Qwen2VLImageProcessor",
+    ),
+    "bagel": ("BagelForConditionalGeneration", "<|image_pad|>", "SiglipImageProcessor"),
+}
+# (height, width): 1080p, VGA, tiny, elongated (the 12 MP photo is test_vllm_families'; its CPU time is not spent twice)
+SIZES = [(1080, 1920), (480, 640), (57, 29), (40, 900)]
+# Per-request mm_processor_kwargs each model's processor takes, served: model -> kwargs.
+REQUEST_KWARGS = {
+    "cohere_compass": {"size": {"shortest_edge": 3136, "longest_edge": 401408}},
+    "glm_ocr": {"size": {"shortest_edge": 3136, "longest_edge": 401408}},
+    "paddleocr_vl": {"size": {"shortest_edge": 3136, "longest_edge": 401408}},
+}
+VISION_QWEN = {"depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "out_hidden_size": 32}
+
+
+def write_cohere_compass(path: str) -> None:
+    from transformers import CohereCompassConfig
+
+    os.makedirs(path, exist_ok=True)
+    special = ["<BOS_TOKEN>", "<EOS_TOKEN>", "<|VISION_START|>", "<|IMAGE_PAD|>", "<|VISION_END|>", "<|VIDEO_PAD|>"]
+    vocab = tokenizer(path, special, "<BOS_TOKEN>", "<EOS_TOKEN>")
+    vision = VISION_QWEN | {"patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    vision |= {"num_position_embeddings": 64, "deepstack_visual_indexes": []}
+    tokens = {"image_token_id": vocab["<|IMAGE_PAD|>"], "video_token_id": vocab["<|VIDEO_PAD|>"]}
+    tokens |= {"vision_start_token_id": vocab["<|VISION_START|>"], "vision_end_token_id": vocab["<|VISION_END|>"]}
+    config = CohereCompassConfig(text_config=TEXT | {"sliding_window": 4096}, vision_config=vision, **tokens)
+    config.architectures = ["CohereCompassForConditionalGeneration"]
+    config.save_pretrained(path)
+    # CohereCompassImageProcessor's defaults are Qwen2-VL's (its code); patch 16 as the tower's.
+    preprocessor = {"image_processor_type": "CohereCompassImageProcessor", "processor_class": "CohereCompassProcessor"}
+    preprocessor |= {"patch_size": 16, "merge_size": 2, "temporal_patch_size": 2, "image_mean": CLIP_MEAN}
+    preprocessor |= {"image_std": CLIP_STD, "size": {"shortest_edge": 3136, "longest_edge": 12845056}}
+    dump(path, "preprocessor_config.json", preprocessor)
+
+
+def write_glm_ocr(path: str) -> None:
+    from transformers import GlmOcrConfig
+
+    os.makedirs(path, exist_ok=True)
+    special = ["<|endoftext|>", "[gMASK]", "<sop>", "<|begin_of_image|>", "<|end_of_image|>", "<|image|>"]
+    special += ["<|begin_of_video|>", "<|end_of_video|>", "<|video|>"]
+    named = {"image_token": "<|image|>", "video_token": "<|video|>"}
+    vocab = tokenizer(path, special, "<sop>", "<|endoftext|>", named)
+    text = TEXT | {"partial_rotary_factor": 0.5}
+    text["rope_parameters"] = {"rope_type": "default", "mrope_section": [2, 3, 3], "rope_theta": 10000.0}
+    vision = VISION_QWEN | {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2, "image_size": 336}
+    config = GlmOcrConfig(text_config=text, vision_config=vision, **glm_token_ids(vocab))
+    config.architectures = ["GlmOcrForConditionalGeneration"]
+    config.save_pretrained(path)
+    preprocessor = {  # zai-org/GLM-OCR's, verbatim
+        "size": {"shortest_edge": 12544, "longest_edge": 9633792},
+        "do_rescale": True,
+        "patch_size": 14,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+        "image_mean": [0.48145466, 0.4578275, 0.40821073],
+        "image_std": [0.26862954, 0.26130258, 0.27577711],
+        "image_processor_type": "Glm46VImageProcessor",
+        "processor_class": "Glm46VProcessor",
+    }
+    dump(path, "preprocessor_config.json", preprocessor)
+
+
+def write_paddleocr_vl(path: str) -> None:
+    from transformers import PaddleOCRVLConfig
+
+    os.makedirs(path, exist_ok=True)
+    special = ["<s>", "</s>", "<|IMAGE_START|>", "<|IMAGE_PLACEHOLDER|>", "<|IMAGE_END|>", "<|video_pad|>"]
+    named = {"image_token": "<|IMAGE_PLACEHOLDER|>"}
+    vocab = tokenizer(path, special, "<s>", "</s>", named)
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
+    vision |= {"patch_size": 14, "spatial_merge_size": 2, "image_size": 384}
+    tokens = {"image_token_id": vocab["<|IMAGE_PLACEHOLDER|>"], "video_token_id": vocab["<|video_pad|>"]}
+    tokens |= {"vision_start_token_id": vocab["<|IMAGE_START|>"], "vision_end_token_id": vocab["<|IMAGE_END|>"]}
+    text = TEXT | {"head_dim": 16, "rope_parameters": {"rope_type": "default", "mrope_section": [2, 3, 3]}}
+    config = PaddleOCRVLConfig(text_config=text, vision_config=vision, **tokens)
+    config.architectures = ["PaddleOCRVLForConditionalGeneration"]
+    config.save_pretrained(path)
+    preprocessor = {  # PaddlePaddle/PaddleOCR-VL's
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": [0.5, 0.5, 0.5],
+        "image_std": [0.5, 0.5, 0.5],
+        "max_pixels": 2822400,
+        "merge_size": 2,
+        "min_pixels": 147384,
+        "patch_size": 14,
+        "resample": 3,
+        "rescale_factor": 0.00392156862745098,
+        "temporal_patch_size": 1,
+        "image_processor_type": "PaddleOCRVLImageProcessor",
+        "processor_class": "PaddleOCRVLProcessor",
+    }
+    dump(path, "preprocessor_config.json", preprocessor)
+
+
+# OpenCUA's checkpoints ship their config class as remote code; this one holds what vLLM reads of it.
+OPENCUA_CONFIG_CODE = """
+from transformers import AutoConfig, PretrainedConfig
+from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig
+
+
+class OpenCUAConfig(PretrainedConfig):
+    model_type = "opencua"
+    is_composition = True
+
+    def __init__(self, vision_config=None, text_config=None, media_placeholder_token_id=None, **kwargs):
+        super().__init__(**kwargs)
+        self.vision_config = Qwen2_5_VLVisionConfig(**(vision_config or {}))
+        text_config = dict(text_config or {"model_type": "qwen2"})
+        self.text_config = AutoConfig.for_model(text_config.pop("model_type"), **text_config)
+        self.media_placeholder_token_id = media_placeholder_token_id
+
+    def to_dict(self):
+        out = super().to_dict()
+        out["vision_config"], out["text_config"] = self.vision_config.to_dict(), self.text_config.to_dict()
+        return out
+"""
+
+
+def write_opencua(path: str) -> None:
+    os.makedirs(path, exist_ok=True)
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|media_begin|>", "<|media_placeholder|>"]
+    special += ["<|media_end|>"]
+    vocab = tokenizer(path, special, "<|im_start|>", "<|im_end|>")
+    with open(os.path.join(path, "configuration_opencua.py"), "w") as f:
+        f.write(OPENCUA_CONFIG_CODE)
+    vision = VISION_QWEN | {"patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    vision |= {"window_size": 112, "fullatt_block_indexes": [0], "in_chans": 3}
+    config = {
+        "architectures": ["OpenCUAForConditionalGeneration"],
+        "model_type": "opencua",
+        "auto_map": {"AutoConfig": "configuration_opencua.OpenCUAConfig"},
+        "vision_config": vision,
+        "text_config": TEXT | {"model_type": "qwen2", "max_position_embeddings": 32768},
+        "media_placeholder_token_id": vocab["<|media_placeholder|>"],
+    }
+    dump(path, "config.json", config)
+    preprocessor = {"image_processor_type": "Qwen2VLImageProcessor", "patch_size": 14, "merge_size": 2}
+    preprocessor |= {"temporal_patch_size": 2, "min_pixels": 3136, "max_pixels": 12845056}
+    preprocessor |= {"image_mean": CLIP_MEAN, "image_std": CLIP_STD}
+    dump(path, "preprocessor_config.json", preprocessor)
+
+
+def write_bagel(path: str) -> None:
+    from vllm.transformers_utils.configs.bagel import BagelConfig
+
+    os.makedirs(path, exist_ok=True)
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>"]
+    tokenizer(path, special, "<|im_start|>", "<|im_end|>")
+    vit = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
+    vit |= {"patch_size": 14, "image_size": 980}
+    config = BagelConfig(llm_config=TEXT | {"max_position_embeddings": 32768}, vit_config=vit)
+    config.vit_max_num_patch_per_side = 4  # few placeholder tokens: the pixels are what is compared
+    config.architectures = ["BagelForConditionalGeneration"]
+    config.save_pretrained(path)
+    preprocessor = {"image_processor_type": "SiglipImageProcessor", "size": {"height": 980, "width": 980}}
+    preprocessor |= {"resample": 3, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
+    dump(path, "preprocessor_config.json", preprocessor)
+
+
+WRITERS = {
+    "cohere_compass": write_cohere_compass,
+    "glm_ocr": write_glm_ocr,
+    "paddleocr_vl": write_paddleocr_vl,
+    "opencua": write_opencua,
+    "bagel": write_bagel,
+}
+
+
+def requests(model: str):
+    """(name, prompt, images, mm_processor_kwargs): each size alone, a batch of three, the model's per-request
+    kwargs, and nearest resampling (a call FusedImageProcessor hands back; where the processor takes it)."""
+    from PIL import Image
+
+    placeholder = MODELS[model][1]
+    out = [
+        (f"{h}x{w}", f"{placeholder} describe", [Image.fromarray(photo(h, w, i))], {}) for i, (h, w) in enumerate(SIZES)
+    ]
+    batch = [Image.fromarray(photo(h, w, 20 + i)) for i, (h, w) in enumerate([(480, 640), (1080, 1920), (57, 29)])]
+    out.append(("batch", " and ".join([placeholder] * 3) + " compare them", batch, {}))
+    if model in REQUEST_KWARGS:
+        out.append(("kwargs", " and ".join([placeholder] * 2) + " compare", batch[:2], REQUEST_KWARGS[model]))
+    if model not in ("opencua", "bagel"):  # their vLLM processors pass no per-request kwargs to the image processor
+        out.append(("fallback", f"{placeholder} describe", batch[:1], {"resample": 0}))
+    return out
+
+
+def worker(root: str, out_path: str) -> None:
+    """One side: every model, every request; the results to `out_path`."""
+    import logging
+
+    import torch
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    from vllm.plugins import load_general_plugins
+
+    torch.set_num_threads(1)
+    logging.basicConfig(level=logging.INFO)
+    load_general_plugins()
+    results = {}
+    for model in MODELS:
+        path = os.path.join(root, model)
+        config = ModelConfig(model=path, tokenizer=path, dtype="float32", seed=0, trust_remote_code=model == "opencua")
+        processor = MULTIMODAL_REGISTRY.create_processor(config)
+        results[f"{model}-class"] = class_name(processor.info.get_hf_processor().image_processor)
+        for name, prompt, images, kwargs in requests(model):
+            out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
+            results[f"{model}-{name}"] = outputs(out, "image")
+            results[f"{model}-{name}-class"] = class_name(processor.info.get_hf_processor(**kwargs).image_processor)
+    # Every class vllm_plugin.BUILT_ELSEWHERE names, LLaVA-OneVision-2's included (whose remote-code processor no
+    # directory here can hold), is wrapped once vLLM's registry loads its model.
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    from fused_input_norm.vllm_plugin import BUILT_ELSEWHERE
+
+    for architecture in ELSEWHERE:
+        ModelRegistry.models[architecture].load_model_cls()
+    results["wrapped"] = {
+        name: hasattr(getattr(sys.modules[name], info).get_hf_processor, "fused_input_norm_wrapped")
+        for name, info in BUILT_ELSEWHERE.items()
+    }
+    torch.save(results, out_path)
+
+
+ELSEWHERE = (
+    "OpenCUAForConditionalGeneration",
+    "LlavaOnevision2ForConditionalGeneration",
+    "BagelForConditionalGeneration",
+)
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    for model, write in WRITERS.items():
+        write(str(root / model))
+    return both_sides(root, __file__)
+
+
+ADAPTER = "fused_input_norm.hf_adapter.FusedHFImageProcessor"
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_same_outputs_plugin_on_and_off(sides, model):
+    on, off = sides
+    assert on[f"{model}-class"] == ADAPTER, on[f"{model}-class"]
+    assert off[f"{model}-class"].startswith("transformers.") and off[f"{model}-class"].endswith(MODELS[model][2])
+    names = [name for name, *_ in requests_names(model)]
+    for name in names:
+        got, expected = on[f"{model}-{name}"], off[f"{model}-{name}"]
+        assert on[f"{model}-{name}-class"] == ADAPTER, (name, on[f"{model}-{name}-class"])
+        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
+            assert got[field] == expected[field], f"{model} {name}: {field}"
+        assert_same_tensors(f"{model} {name}", got["tensors"], expected["tensors"])
+        assert got["tensors"] and all(item["pixel_values"].numel() for item in got["tensors"])
+
+
+def requests_names(model: str) -> list[tuple]:
+    """The request names of `model` (without building its images)."""
+    names = [(f"{h}x{w}",) for h, w in SIZES] + [("batch",)]
+    names += [("kwargs",)] if model in REQUEST_KWARGS else []
+    return names + ([("fallback",)] if model not in ("opencua", "bagel") else [])
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_log_says_once_which_processor_serves_images(sides, model):
+    """One line per model names the architecture and says FusedImageProcessor serves its images; no call is
+    handed back but nearest resampling's."""
+    on, off = sides
+    architecture, _, upstream = MODELS[model]
+    lines = [line for line in on["log"] if f"'{architecture}'" in line and "serves images" in line]
+    assert len(lines) == 1, on["log"]
+    assert f"in place of transformers' {upstream}" in lines[0], lines
+    handed_back = [line for line in on["log"] if f"{upstream} serves this call" in line and "nearest" not in line]
+    assert not handed_back, handed_back
+    if ("fallback",) in requests_names(model):  # the call it must hand back is logged as transformers'
+        assert any(f"{upstream} serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
+    assert not any(f"'{architecture}'" in line for line in off["log"]), off["log"]
+
+
+def test_every_processor_built_elsewhere_is_reached(sides):
+    """vLLM's processing info classes of OpenCUA, LLaVA-OneVision-2 and BAGEL are wrapped with the plugin on
+    (after vLLM's registry loads the model, as a server does), and not with it off."""
+    on, off = sides
+    assert len(on["wrapped"]) == 3 and all(on["wrapped"].values()), on["wrapped"]
+    assert not any(off["wrapped"].values()), off["wrapped"]
+
+
+if __name__ == "__main__":
+    worker(sys.argv[1], sys.argv[2])
