@@ -27,7 +27,7 @@ import logging
 import torch
 
 from .families import deepseek_ocr
-from .vllm_internvl import HandedBack, digest, moved, pil_processor
+from .vllm_internvl import HandedBack, digest, moved, processor
 
 MODULE = "vllm.transformers_utils.processors.deepseek_ocr"
 UNLIMITED_MODULE = "vllm.transformers_utils.processors.unlimited_ocr"
@@ -168,4 +168,4 @@ def _served(original, upstream, resize_first: dict, call: dict) -> tuple | str:
 
 def _run(config: dict, images: list) -> dict:
     items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items()))
-    return pil_processor(items)(images)
+    return processor(items, "pil")(images)

@@ -1,4 +1,5 @@
-"""vLLM's own InternVL image (and video) processor served by FusedImageProcessor.
+"""vLLM's own InternVL image (and video) processor, its H2OVL and Llama-Nemotron-Nano-VL subclasses and
+NanoNemotronVL's tiles, served by FusedImageProcessor.
 
 The remote-code InternVL checkpoints (`InternVLChatModel`: InternVL2.5 / 3 / 3.5; also the models whose vLLM
 processing builds the same InternVLChatImageProcessor: Skywork-R1V, Eagle2.5-VL, Qianfan-OCR, NVLM-D) are not
@@ -8,16 +9,25 @@ image (a video's frames: one tile each). `serve` replaces InternVLChatImageProce
 InternVLChatVideoProcessor's `__call__` with ones that run the families.internvl_chat plan (the grid resize
 written as tiles by one kernel call, a job per thumbnail) through FusedImageProcessor, reference "pil" (the
 installed Pillow's resize), float32: the same pixel_values_flat and image_num_patches (pixel_values_flat_video
-and video_num_patches).
+and video_num_patches). Two subclasses inherit that `__call__` and preprocess in their own module; they are
+served by their own family: H2OVLImageProcessor (`H2OVLChatModel`: MSAC's second grid, families.h2ovl) and
+LlamaNemotronNanoVLImageProcessor (`Llama_Nemotron_Nano_VL`: its own grid score, no Normalize,
+families.nemotron_vl). NanoNemotronVLProcessor (`NemotronH_Nano_VL_V2` and the NemotronH Omni architectures) is
+no subclass: it cuts InternVL's grid of 512 tiles with torch's antialiased bicubic, and vLLM builds it through
+InputProcessingContext.init_processor, which `serve` wraps so that the first build wraps the class's
+_images_to_pixel_values_lst (reference "torchvision", uint8: vLLM's device-normalize path; its float path, a
+float32 resize, stays vLLM's).
 
 vLLM's code is only served as this module knows it: the sources of the functions it reproduces must be those
-of vllm 0.34.0 (their SHA-256 below); where they moved, `serve` changes nothing and says why. A call it does not
-reproduce (an image that is not an RGB or gray PIL image, a video that is not a uint8 array, a subclass of the processor with preprocessing of its
-own: H2OVL, Nemotron-VL) runs vLLM's own code, and the first call of each kind logs why.
+of vllm 0.34.0 (their SHA-256 below); where they moved, `serve` changes nothing for that class and says why. A
+call it does not reproduce (an image that is not an RGB or gray PIL image, a video that is not a uint8 array,
+another subclass of the processor with preprocessing of its own, e.g. Nemotron-VL's embedding model's) runs
+vLLM's own code, and the first call of each kind logs why.
 
 vllm is imported only inside `serve`.
 """
 
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -51,6 +61,93 @@ VIDEOS = {
     f"{VIDEO_CLASS}._videos_to_pixel_values_lst": "6add2135226c32836514de1dd8afe0256f03daf54f947ec356d72e4b3704f184",
     f"{VIDEO_CLASS}.__call__": "3d987924dd76b038c69ad6affd6a6a08fa15a4c398e30d3d0d8524d402b4152b",
 }
+H2OVL_CLASS = "H2OVLImageProcessor"
+# H2OVL's own functions (module vllm.transformers_utils.processors.h2ovl); it builds InternVL's build_transform,
+# find_closest_aspect_ratio and get_internvl_target_ratios, which IMAGES checks.
+H2OVL = {
+    "resolve_h2ovl_min_max_num": "42f62405413cacc48ae65cefe750b87e7de618abe1c3461aebcad6750d7adb5d",
+    "get_h2ovl_target_ratios": "09f689955c9ff68e7faaba931fbfb49be0cdb695b4fc50d80d4f7a8ea338b4a6",
+    "calculate_h2ovl_targets": "0c0d7d2c5360549facddef664628a9ad9c148964791242e72e7bc3005a7fa493",
+    "dynamic_preprocess_h2ovl": "622391e8fd735aee132dc19f0d44f9347e5d7dd9474dbbd9bd512a8a81182569",
+    "_preprocess_image": "7e75c8181b6746d6d412e60505fb1dcdb515d5635f1fbce24e5ebece79894e02",
+    "image_to_pixel_values_h2ovl": "846861fb371b5632fa94106063dc47e52a62642623f978f375bcaacee3538730",
+    f"{H2OVL_CLASS}.__init__": "9a55418443fddb7c374810c9dbc9fb07161c2f0cd75c65ab92bc974b8a5cdde6",
+    f"{H2OVL_CLASS}.resolve_min_max_num": "578062a18e0c09f8c018f7acc107f06054b04e400677da013373617370579555",
+    f"{H2OVL_CLASS}._images_to_pixel_values_lst": "f688bbc5767de174da7b908bfcbf00cf94909d3eee0b8b73844f66173244ce12",
+}
+NEMOTRON_VL_CLASS = "LlamaNemotronNanoVLImageProcessor"
+# Llama-Nemotron-Nano-VL's (module vllm.transformers_utils.processors.nemotron_vl): its own transform and grid.
+NEMOTRON_VL = {
+    "build_transform": "6cf5ea7a427ef0049c1bd9b0510e7dfacb53a2ee4dfe4d884d95797346240ef1",
+    "find_closest_aspect_ratio": "2c782119e3e43bc6e2091314fb15f9f1645cb855e500ab21c392908a459cd11a",
+    "calculate_nemotron_vl_targets": "c8d76e85fd15071168dd1d261b95ca790ee122e81a3162b3f7d12db8365dc772",
+    "dynamic_preprocess_nemotron_vl": "f8d1f6b8e0bd7a9a9d7b58a98adc2aa1e3f41265d496bf5c4ca20479feabd3ef",
+    "get_nemotron_vl_target_ratios": "aa3d4b0c9305befbbbcbfbb48a9b97100d3bed7bdf9c4b699b58937225cf7ada",
+    "image_to_pixel_values_nemotron_vl": "9dc079c65eab80817cf5bc4595f2b8bcae44c67c359832f78f1e133b3975e0cb",
+    f"{NEMOTRON_VL_CLASS}.resolve_min_max_num": "62fc77342cc00877686020f2f1275815524b18d3d9b621a1197e126af53c265a",
+    f"{NEMOTRON_VL_CLASS}._images_to_pixel_values_lst": "bb3d3d875d7800bb16d4fc81e0a76f51ffcce6ced83009f2025958124081436f",
+}
+EMBED_CLASS = "LlamaNemotronVLEmbedImageProcessor"
+# Llama-Nemotron-VL's embedding model's (the same module): the same grid, SigLIP's Normalize, or (normalize_on_cpu
+# off: vLLM's device-normalize path) PILToTensor's bytes.
+NEMOTRON_VL_EMBED = {
+    **{name: digest for name, digest in NEMOTRON_VL.items() if "." not in name and name != "build_transform"},
+    "build_siglip_transform": "7946ca9c5f4ef1805a4d9dc919e830742411ea8b3f939d34a0feee916652e208",
+    f"{EMBED_CLASS}.__init__": "5cf45a24c365f1d7b9d221105407cac726eb35dad23b793a723a135936b4c8b6",
+    f"{EMBED_CLASS}.resolve_min_max_num": NEMOTRON_VL[f"{NEMOTRON_VL_CLASS}.resolve_min_max_num"],  # InternVL's
+    f"{EMBED_CLASS}._images_to_pixel_values_lst": "4e429bd01d37d13f78f9e7cf65820466d5022734a51bb9f85d979c61ff638068",
+}
+IMAGENET_MEAN = [0.485, 0.456, 0.406]  # vLLM's IMAGENET_MEAN / _STD (its internvl module's)
+IMAGENET_STD = [0.229, 0.224, 0.225]
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """An image processor class of vLLM's this serves, and how."""
+
+    module: str  # where vLLM defines it
+    reproduced: dict  # the functions of `module` (and the class's methods) this reproduces: name -> SHA-256
+    attributes: tuple[str, ...]  # the instance's settings its config takes besides the per-call tile bounds
+    mean: list  # what its transform normalizes with (0 and 1: ToTensor's [0, 1] floats, no Normalize)
+    std: list
+    bytes_unless: str | None = None  # the instance's switch which, false, makes it return the resized uint8 bytes
+
+
+SERVED = {
+    CLASS: Served(MODULE, IMAGES, ("use_thumbnail",), IMAGENET_MEAN, IMAGENET_STD),
+    H2OVL_CLASS: Served(
+        "vllm.transformers_utils.processors.h2ovl", H2OVL, ("use_thumbnail", "use_msac"), IMAGENET_MEAN, IMAGENET_STD
+    ),
+    NEMOTRON_VL_CLASS: Served(
+        "vllm.transformers_utils.processors.nemotron_vl", NEMOTRON_VL, ("use_thumbnail",), [0.0] * 3, [1.0] * 3
+    ),
+    EMBED_CLASS: Served(
+        "vllm.transformers_utils.processors.nemotron_vl",
+        NEMOTRON_VL_EMBED,
+        ("use_thumbnail",),
+        [0.5] * 3,
+        [0.5] * 3,
+        bytes_unless="normalize_on_cpu",
+    ),
+}
+SERVING = "FusedImageProcessor (reference 'pil')"
+# vLLM's NanoNemotronVLProcessor (NemotronH_Nano_VL_V2 and the NemotronH *Omni* architectures), which vLLM builds
+# through InputProcessingContext.init_processor (no transformers processor, no cached_processor_from_config):
+# served in its class the first time vLLM builds it (importing its module costs seconds, so not before).
+CONTEXT_MODULE = "vllm.multimodal.processing.context"
+NANO_MODULE = "vllm.transformers_utils.processors.nano_nemotron_vl"
+NANO_CLASS = "NanoNemotronVLProcessor"
+NANO_BASE = "BaseNanoNemotronVLProcessor"
+NANO = {
+    "_bicubic_resize_and_normalize": "05ef8de4327bd4dae8128957abc3aa8688b4c749aaecee953e18127ee4024ab8",
+    "_pil_to_nhwc_tensor": "7befc4a2cbf45ecb55f0be7bf71ee95e191fbb852150725cc0f0ff1e8157ef94",
+    "dynamic_preprocess": "942e85f3e9c443c0fa724573eb0e6d635b3bc3612fbf6cf1157681e193e57155",
+    "get_internvl_target_ratios": "2b81aebfc3b7c57a069b30a4d8325b7f5c27a682bfcd343cb0c9970d61045d2f",
+    "calculate_internvl_targets": "b81a1baeb80d7db216ed4ac2aee1a3682af152caed1dddbc7db446eaba3acff2",
+    f"{NANO_BASE}.__init__": "79921fb5d57c1704b07be8790d5b7f9a6847f593d641d3870980f36c4373dbb7",
+    f"{NANO_BASE}._images_to_pixel_values_lst": "5fd39ec7770544b93e2cc4efa2fc3f21dcbd86dd9a1c61ea8476cfd9f71cf96d",
+    f"{NANO_BASE}._preprocess_image": "fdc0f50d1036394ecccaecfa1d0909b4a39ac65decc0112e4c57696ac52d8e17",
+}
 MAX_LOGGED_REASONS = 64
 # vLLM resizes the image in its own mode, then converts it to RGB: for these modes that is the same as
 # converting first (gray repeated to 3 channels), as FusedImageProcessor does.
@@ -78,37 +175,143 @@ def moved(module: object, reproduced: dict = IMAGES) -> str | None:
 
 
 def serve(log: logging.Logger) -> str:
-    """Makes FusedImageProcessor serve vLLM's InternVLChatImageProcessor and InternVLChatVideoProcessor; returns
-    the sentence to log."""
-    try:
-        module = importlib.import_module(MODULE)
-    except ImportError as e:
-        return f"vLLM's InternVL processors stay vLLM's: this vLLM has no {MODULE} ({e})"
+    """Makes FusedImageProcessor serve vLLM's InternVLChatImageProcessor (and the subclasses SERVED names) and
+    InternVLChatVideoProcessor; returns the sentence to log."""
     handed_back = HandedBack(log)
-    said = [
-        _wrap(module, CLASS, "images", IMAGES, _serve_images, handed_back),
-        _wrap(module, VIDEO_CLASS, "videos", VIDEOS, _serve_videos, handed_back),
-    ]
+    images, said = {}, []
+    base = _reproduced(CLASS, SERVED[CLASS])
+    for name, served in SERVED.items():
+        # The subclasses run the base's __call__ (and H2OVL its transform): served only where it is.
+        cls = base if isinstance(base, str) else _reproduced(name, served)
+        if isinstance(cls, str):
+            said.append(f"vLLM's {name} serves: {cls}")
+        else:
+            images[cls] = served
+            said.append(f"{SERVING} serves vLLM's {name} in place of its Pillow resize and torchvision transform")
+    if images:  # wrapped in the base class, whose __call__ the subclasses inherit
+        _wrap(base, "images", functools.partial(_serve_images, images), images, handed_back)
+    video = _reproduced(VIDEO_CLASS, Served(MODULE, VIDEOS, (), IMAGENET_MEAN, IMAGENET_STD))
+    if isinstance(video, str):
+        said.append(f"vLLM's {VIDEO_CLASS} serves: {video}")
+    else:
+        _wrap(video, "videos", _serve_videos, {video: None}, handed_back)
+        said.append(f"{SERVING} serves vLLM's {VIDEO_CLASS} in place of its Pillow resize and torchvision transform")
+    said.append(_serve_on_init(handed_back, log))
     return "; ".join(said)
 
 
-def _wrap(module, name: str, argument: str, reproduced: dict, serve_call, handed_back) -> str:
-    """Replaces MODULE.<name>.__call__ (whose first argument, by position or by keyword, is `argument`) by one
-    that runs `serve_call` and hands what it does not serve to the original; says which serves that class."""
+def _serve_on_init(handed_back, log: logging.Logger) -> str:
+    """Wraps InputProcessingContext.init_processor so that the first NanoNemotronVLProcessor vLLM builds has
+    its class served (_serve_nano), logged in one line; says so."""
+    try:
+        cls = importlib.import_module(CONTEXT_MODULE).InputProcessingContext
+    except (ImportError, AttributeError) as e:
+        return f"vLLM's {NANO_CLASS} serves: this vLLM has no {CONTEXT_MODULE}.InputProcessingContext ({e})"
+    original = cls.init_processor
+    later = f"vLLM's {NANO_CLASS}: said when vLLM first builds one"
+    if getattr(original, "fused_input_norm_wrapped", None) is not None:
+        return later
+    lock, done = threading.Lock(), []
+
+    @functools.wraps(original)
+    def init_processor(self, typ, /, **kwargs):
+        if getattr(typ, "__module__", None) == NANO_MODULE and getattr(typ, "__name__", None) == NANO_CLASS:
+            with lock:
+                if not done:
+                    done.append(True)
+                    log.info("fused_input_norm: %s", _serve_nano(importlib.import_module(NANO_MODULE), handed_back))
+        return original(self, typ, **kwargs)
+
+    init_processor.fused_input_norm_wrapped = original
+    cls.init_processor = init_processor
+    return later
+
+
+def _serve_nano(module, handed_back) -> str:
+    """Replaces BaseNanoNemotronVLProcessor._images_to_pixel_values_lst by one that serves the calls _nano_tiles
+    does and hands the rest to vLLM's; says which serves it."""
+    reason = moved(module, NANO)
+    if reason is not None:
+        return f"vLLM's {NANO_CLASS} serves: {reason}"
+    base, cls = getattr(module, NANO_BASE), getattr(module, NANO_CLASS)
+    original = base._images_to_pixel_values_lst
+    if getattr(original, "fused_input_norm_wrapped", None) is None:
+
+        @functools.wraps(original)
+        def _images_to_pixel_values_lst(self, *args, **kwargs):
+            out = _nano_tiles(cls, self, args, kwargs)
+            if isinstance(out, str):
+                handed_back(type(self).__name__, out)
+                return original(self, *args, **kwargs)
+            return out
+
+        _images_to_pixel_values_lst.fused_input_norm_wrapped = original
+        base._images_to_pixel_values_lst = _images_to_pixel_values_lst
+    return (
+        f"FusedImageProcessor (reference 'torchvision') serves vLLM's {NANO_CLASS} images on its uint8 path "
+        f"(mm_device_do_normalize) in place of its antialiased bicubic interpolate; its float path stays vLLM's"
+    )
+
+
+def _nano_tiles(cls, upstream, args: tuple, kwargs: dict) -> list | str:
+    """What vLLM's BaseNanoNemotronVLProcessor._images_to_pixel_values_lst(images, max_num_tiles) returns: per
+    image, its uint8 [tiles (+ thumbnail), 3, S, S] (InternVL's grid of 1..max_num_tiles, torch's antialiased
+    bicubic), or why this call goes to vLLM's code."""
+    if type(upstream) is not cls:
+        return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
+    if len(args) != 2 or kwargs:
+        return "not called as (images, max_num_tiles)"
+    images, max_num_tiles = args
+    if upstream.do_cpu_normalize:
+        # vLLM resizes float32 pixels there (unrounded, then / 255 and Normalize): not this package's resize.
+        return "its float path (do_normalize on: a float32 resize, not reproduced)"
+    if upstream.dynamic_tiler is not None:
+        return "dynamic resolution (its DynamicResolutionImageTiler)"
+    unserved = _unserved(list(images) if isinstance(images, list) else [images], "vLLM converts it to RGB first")
+    if unserved:
+        return unserved
+    config = {
+        "image_processor_type": CLASS,
+        "size": upstream.image_size,
+        "min_dynamic_patch": 1,
+        "max_dynamic_patch": max_num_tiles,
+        "dynamic_image_size": True,
+        "use_thumbnail": upstream.use_thumbnail,
+        "resample": 3,  # torch's bicubic (antialiased, as torchvision resizes uint8)
+    }
+    try:
+        items = tuple(sorted(config.items()))
+        out = processor(items, "torchvision")(images, visual_dtype=torch.uint8)
+    except (TypeError, ValueError) as e:
+        return str(e)
+    return list(torch.split(out["pixel_values"], out["num_patches"].tolist()))
+
+
+def _reproduced(name: str, served: Served) -> type | str:
+    """vLLM's class `name`, where its module is the one this reproduces; or why not."""
+    try:
+        module = importlib.import_module(served.module)
+    except ImportError as e:
+        return f"this vLLM has no {served.module} ({e})"
     cls = getattr(module, name, None)
     if cls is None:
-        return f"vLLM's InternVL processing stays vLLM's: this vLLM has no {MODULE}.{name}"
-    served = f"FusedImageProcessor (reference 'pil') serves vLLM's {name} in place of its Pillow resize, ToTensor and Normalize"
+        return f"this vLLM has no {served.module}.{name}"
+    if getattr(cls.__call__, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
+        return cls
+    return moved(module, served.reproduced) or cls
+
+
+def _wrap(cls: type, argument: str, serve_call, served: dict, handed_back) -> None:
+    """Replaces cls.__call__ (whose first argument, by position or by keyword, is `argument`) by one that runs
+    `serve_call` for instances of the classes `served` names (cls or a subclass; not theirs) and hands what it
+    does not serve to the original."""
     original = cls.__call__
-    if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
-        return served
-    reason = moved(module, reproduced)
-    if reason is not None:
-        return f"vLLM's {name} serves: {reason}"
+    if getattr(original, "fused_input_norm_wrapped", None) is not None:
+        return
 
     @functools.wraps(original)
     def __call__(self, *args, **kwargs):
-        out = _served(module, cls, self, argument, args, kwargs, serve_call)
+        out = _served(cls, self, served, argument, args, kwargs, serve_call)
         if isinstance(out, str):
             handed_back(type(self).__name__, out)
             return original(self, *args, **kwargs)
@@ -116,22 +319,39 @@ def _wrap(module, name: str, argument: str, reproduced: dict, serve_call, handed
 
     __call__.fused_input_norm_wrapped = original
     cls.__call__ = __call__
-    return served
 
 
-def _served(module, cls, upstream, argument: str, args: tuple, kwargs: dict, serve_call) -> object:
+def _served(cls, upstream, served: dict, argument: str, args: tuple, kwargs: dict, serve_call) -> object:
     """`serve_call`'s output for a call of `cls.__call__`, or why it goes to vLLM's code."""
-    if type(upstream) is not cls:
+    if type(upstream) not in served:
         return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
     if len(args) + (argument in kwargs) != 1:
         return f"{argument} not given once (as the first argument or by name)"
     rest = {key: value for key, value in kwargs.items() if key != argument}
-    return serve_call(module, upstream, args[0] if args else kwargs[argument], rest)
+    return serve_call(upstream, args[0] if args else kwargs[argument], rest)
 
 
-def _serve_images(module, upstream, images, kwargs: dict) -> object:
-    """The BatchFeature vLLM's InternVLChatImageProcessor returns, or why this call goes to vLLM's code."""
+def _serve_images(served: dict, upstream, images, kwargs: dict) -> object:
+    """The BatchFeature vLLM's InternVLChatImageProcessor (or the subclass `upstream` is, as `served` says how)
+    returns, or why this call goes to vLLM's code."""
     images = images if isinstance(images, list) else [images]
+    unserved = _unserved(images, "vLLM resizes it in that mode, then converts it to RGB")
+    if unserved:
+        return unserved
+    bounds = {key: kwargs.get(key) for key in ("min_dynamic_patch", "max_dynamic_patch", "dynamic_image_size")}
+    bounds = {key: getattr(upstream, key) if value is None else value for key, value in bounds.items()}
+    how = served[type(upstream)]
+    settings = {**bounds, **{key: getattr(upstream, key) for key in how.attributes}}
+    as_bytes = how.bytes_unless is not None and not getattr(upstream, how.bytes_unless)
+    dtype = torch.uint8 if as_bytes else torch.float32
+    out = _run(type(upstream).__name__, upstream, images, settings, how, kwargs, dtype)
+    if isinstance(out, str):
+        return out
+    return _batch({"pixel_values_flat": out["pixel_values"], "image_num_patches": out["num_patches"]}, kwargs)
+
+
+def _unserved(images: list, why_mode: str) -> str | None:
+    """Why these images are not served (None: they are)."""
     if not images:
         return "no images"
     from PIL import Image
@@ -140,16 +360,11 @@ def _serve_images(module, upstream, images, kwargs: dict) -> object:
         if not isinstance(image, Image.Image):
             return f"an image that is not a PIL image ({type(image).__name__})"
         if image.mode not in SERVED_MODES:
-            return f"a {image.mode} image (vLLM resizes it in that mode, then converts it to RGB)"
-    bounds = {key: kwargs.get(key) for key in ("min_dynamic_patch", "max_dynamic_patch", "dynamic_image_size")}
-    bounds = {key: getattr(upstream, key) if value is None else value for key, value in bounds.items()}
-    out = _run(module, upstream, images, {**bounds, "use_thumbnail": upstream.use_thumbnail}, kwargs)
-    if isinstance(out, str):
-        return out
-    return _batch({"pixel_values_flat": out["pixel_values"], "image_num_patches": out["num_patches"]}, kwargs)
+            return f"a {image.mode} image ({why_mode})"
+    return None
 
 
-def _serve_videos(module, upstream, videos, kwargs: dict) -> object:
+def _serve_videos(upstream, videos, kwargs: dict) -> object:
     """The BatchFeature vLLM's InternVLChatVideoProcessor returns (each frame one tile, no thumbnail), or why
     this call goes to vLLM's code."""
     import numpy as np
@@ -162,28 +377,31 @@ def _serve_videos(module, upstream, videos, kwargs: dict) -> object:
             return "a video that is not a uint8 [frames, H, W, 3] array"
     frames = [frame for video in videos for frame in video]
     one_tile = {"min_dynamic_patch": 1, "max_dynamic_patch": 1, "dynamic_image_size": False, "use_thumbnail": False}
-    out = _run(module, upstream, frames, one_tile, kwargs)
+    out = _run(CLASS, upstream, frames, one_tile, SERVED[CLASS], kwargs)
     if isinstance(out, str):
         return out
     counts = torch.tensor([len(video) for video in videos])
     return _batch({"pixel_values_flat_video": out["pixel_values"], "video_num_patches": counts}, kwargs)
 
 
-def _run(module, upstream, images: list, tiles: dict, kwargs: dict) -> dict | str:
-    """FusedImageProcessor's outputs for these images with these tile settings, or why not."""
+def _run(
+    name: str, upstream, images: list, tiles: dict, how: Served, kwargs: dict, dtype: torch.dtype = torch.float32
+) -> dict | str:
+    """FusedImageProcessor's outputs for these images as vLLM's class `name` makes them with these tile settings,
+    or why not."""
     if kwargs.get("return_tensors") not in (None, "pt"):
         return f"return_tensors={kwargs['return_tensors']!r} (only 'pt' is served)"
     config = {
-        "image_processor_type": CLASS,
+        "image_processor_type": name,
         "size": upstream.image_size,
         **tiles,
         "resample": 3,  # Pillow's default filter for RGB and L images: bicubic
-        "image_mean": list(module.IMAGENET_MEAN),
-        "image_std": list(module.IMAGENET_STD),
+        "image_mean": how.mean,
+        "image_std": how.std,
     }
     try:
         items = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in config.items()))
-        return pil_processor(items)(images)
+        return processor(items, "pil")(images, visual_dtype=dtype)
     except (TypeError, ValueError) as e:
         return str(e)
 
@@ -195,11 +413,11 @@ def _batch(data: dict, kwargs: dict) -> object:
 
 
 @functools.lru_cache(maxsize=8)  # one per distinct config (per-request tile bounds), least recently used out
-def pil_processor(items: tuple) -> FusedImageProcessor:
-    """FusedImageProcessor (CPU, reference "pil") for a config given as sorted (key, value) items, lists as
-    tuples; vLLM's own processors' modules share it."""
+def processor(items: tuple, reference: str) -> FusedImageProcessor:
+    """FusedImageProcessor (CPU, `reference` "pil" or "torchvision") for a config given as sorted (key, value)
+    items, lists as tuples; vLLM's own processors' modules (vllm_deepseek_ocr) share it."""
     config = {key: list(value) if isinstance(value, tuple) else value for key, value in items}
-    return FusedImageProcessor.from_preprocessor_config(config, device=torch.device("cpu"), reference="pil")
+    return FusedImageProcessor.from_preprocessor_config(config, device=torch.device("cpu"), reference=reference)
 
 
 class HandedBack:

@@ -9,7 +9,8 @@ vLLM's own hashing of the image (its processor-cache key) is reported apart.
 (its tiny model directories: the architectures the plugin serves by their image processor, LLaVA-NeXT's
 llava_next and granite4_vision included) and of
 tests/test_vllm_deepseek_ocr.py (deepseek_ocr, deepseek_ocr2, unlimited_ocr, unlimited_ocr2: vLLM's own
-processor, served in its class), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM's own InternVL-style processors:
+h2ovl, nemotron_vl, nano_nemotron_vl), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
@@ -67,6 +68,10 @@ def models() -> dict:
         table[name] = (families.WRITERS[name], placeholder, normalize[0], name.startswith("internvl_chat"), [None])
     for name in deepseek_ocr.MODELS:  # vLLM's own DeepSeek-OCR processor (vllm_deepseek_ocr)
         table[name] = (lambda d, name=name: deepseek_ocr.write_model(d, name), "<image>", None, False, [None])
+    import test_vllm_internvl_family as own  # vLLM's own InternVL-style processors, remote-code directories
+
+    for name, (*_, normalize) in own.MODELS.items():
+        table[name] = (own.WRITERS[name], "<image>", normalize[0], True, [None])
     return table
 
 
@@ -79,7 +84,7 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
     device_normalize = False if float_path and normalize else normalize
     processor, prompt = vllm_processor(model_dir, device_normalize, placeholder, remote)
     hf_processor = processor.info.get_hf_processor()
-    image_processor = getattr(hf_processor, "image_processor", hf_processor)  # DeepSeek-OCR's has none apart
+    image_processor = getattr(hf_processor, "image_processor", hf_processor)  # DeepSeek-OCR's and NanoNemotronVL's have none apart
     # The adapter's type carries transformers' class name (it stands in for it): its repr says it is the adapter.
     results = {
         "class": repr(image_processor) if hasattr(image_processor, "upstream") else type(image_processor).__name__

@@ -645,8 +645,6 @@ def worker(root: str, out_path: str) -> None:
     import logging
 
     import torch
-    from vllm.config import ModelConfig
-    from vllm.multimodal import MULTIMODAL_REGISTRY
     from vllm.plugins import load_general_plugins
 
     torch.set_num_threads(1)
@@ -656,16 +654,7 @@ def worker(root: str, out_path: str) -> None:
     for model in RUN:
         _, image, normalize_settings, _ = MODELS[model]
         for device_normalize in normalize_settings:
-            path = os.path.join(root, model)
-            config = ModelConfig(
-                model=path,
-                tokenizer=path,
-                dtype="float32",
-                mm_device_do_normalize=device_normalize,
-                seed=0,
-                trust_remote_code=model.startswith("internvl_chat"),
-            )
-            processor = MULTIMODAL_REGISTRY.create_processor(config)
+            processor = create_processor(os.path.join(root, model), device_normalize, model.startswith("internvl_chat"))
             image_processor = processor.info.get_hf_processor().image_processor
             key = f"{model}-{'uint8' if device_normalize else 'float'}"
             results[key + "-class"] = class_name(image_processor)
@@ -684,6 +673,22 @@ def worker(root: str, out_path: str) -> None:
                 out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
                 results[f"{key}-{name}"] = outputs(out, "image")
     torch.save(results, out_path)
+
+
+def create_processor(path: str, device_normalize: bool | None, trust_remote_code: bool):
+    """vLLM's multimodal processor for a model directory (float32 weights' config, seed 0), as a worker runs it."""
+    from vllm.config import ModelConfig
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+
+    config = ModelConfig(
+        model=path,
+        tokenizer=path,
+        dtype="float32",
+        mm_device_do_normalize=device_normalize,
+        seed=0,
+        trust_remote_code=trust_remote_code,
+    )
+    return MULTIMODAL_REGISTRY.create_processor(config)
 
 
 def outputs(out, modality: str) -> dict:
@@ -762,6 +767,20 @@ def assert_same_tensors(name: str, got: list[dict], expected: list[dict]) -> Non
                 assert torch.equal(x, y), f"{where}: {int((x != y).sum())} values differ"
 
 
+def assert_same_results(on: dict, off: dict, key: str, names: list[str], uint8: bool) -> None:
+    """Each request's results of one model and path: tokens, placeholders and hashes equal, every tensor equal
+    (assert_same_tensors), pixel values of the path's dtype."""
+    import torch
+
+    for name in names:
+        got, expected = on[f"{key}-{name}"], off[f"{key}-{name}"]
+        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
+            assert got[field] == expected[field], f"{name}: {field}"
+        assert_same_tensors(name, got["tensors"], expected["tensors"])
+        dtypes = {t.dtype for item in got["tensors"] for k, t in item.items() if k.startswith("pixel_values")}
+        assert dtypes == {torch.uint8 if uint8 else torch.float32}, (name, dtypes)
+
+
 CASES = [(model, "uint8" if n else "float") for model, (_, _, settings, _) in MODELS.items() for n in settings]
 
 
@@ -774,7 +793,6 @@ def skip_missing(model: str) -> None:
 
 @pytest.mark.parametrize(("model", "path"), CASES)
 def test_same_outputs_plugin_on_and_off(request, model, path):
-    import torch
 
     skip_missing(model)
     on, off = request.getfixturevalue("sides")
@@ -785,13 +803,9 @@ def test_same_outputs_plugin_on_and_off(request, model, path):
     else:
         assert on[key + "-class"] == "fused_input_norm.hf_adapter.FusedHFImageProcessor", on[key + "-class"]
         assert off[key + "-class"].startswith("transformers."), off[key + "-class"]
-    for name in request_names(model) + video_names(model):
-        got, expected = on[f"{key}-{name}"], off[f"{key}-{name}"]
-        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
-            assert got[field] == expected[field], f"{name}: {field}"
-        assert_same_tensors(name, got["tensors"], expected["tensors"])
-        dtypes = {t.dtype for item in got["tensors"] for k, t in item.items() if k.startswith("pixel_values")}
-        assert dtypes == {torch.uint8 if path == "uint8" else torch.float32}, (name, dtypes)
+    assert_same_results(
+        on, off, key, request_names(model) + video_names(model), path == "uint8"
+    )
 
 
 def test_gemma3_pan_and_scan_request_is_served_with_the_checkpoints_null_settings(sides):

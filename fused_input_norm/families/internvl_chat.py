@@ -76,11 +76,17 @@ def grids(min_tiles: int, max_tiles: int) -> list[tuple[int, int]]:
 
 
 def tile_grid(height: int, width: int, tile: int, min_tiles: int, max_tiles: int) -> tuple[int, int]:
-    """(columns, rows): the grid whose aspect ratio is closest to the image's; of equally close ones, a later
-    (larger) grid wins where the image's area exceeds half of that grid's, as InternVL chooses."""
+    """(columns, rows): the grid of min_tiles..max_tiles tiles whose aspect ratio is closest to the image's."""
+    return closest(height, width, tile, grids(min_tiles, max_tiles))
+
+
+def closest(height: int, width: int, tile: int, candidates: list[tuple[int, int]]) -> tuple[int, int]:
+    """(columns, rows): the candidate grid whose aspect ratio is closest to the image's; of equally close ones,
+    a later (larger) grid wins where the image's area exceeds half of that grid's, as InternVL chooses; (1, 1)
+    where there is no candidate."""
     aspect = width / height
     best, best_diff = (1, 1), float("inf")
-    for columns, rows in grids(min_tiles, max_tiles):
+    for columns, rows in candidates:
         diff = abs(aspect - columns / rows)
         if diff < best_diff:
             best, best_diff = (columns, rows), diff
