@@ -84,7 +84,8 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
     device_normalize = False if float_path and normalize else normalize
     processor, prompt = vllm_processor(model_dir, device_normalize, placeholder, remote)
     hf_processor = processor.info.get_hf_processor()
-    image_processor = getattr(hf_processor, "image_processor", hf_processor)  # DeepSeek-OCR's and NanoNemotronVL's have none apart
+    # DeepSeek-OCR's and NanoNemotronVL's processors have no image processor apart
+    image_processor = getattr(hf_processor, "image_processor", hf_processor)
     # The adapter's type carries transformers' class name (it stands in for it): its repr says it is the adapter.
     results = {
         "class": repr(image_processor) if hasattr(image_processor, "upstream") else type(image_processor).__name__

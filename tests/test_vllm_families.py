@@ -803,9 +803,7 @@ def test_same_outputs_plugin_on_and_off(request, model, path):
     else:
         assert on[key + "-class"] == "fused_input_norm.hf_adapter.FusedHFImageProcessor", on[key + "-class"]
         assert off[key + "-class"].startswith("transformers."), off[key + "-class"]
-    assert_same_results(
-        on, off, key, request_names(model) + video_names(model), path == "uint8"
-    )
+    assert_same_results(on, off, key, request_names(model) + video_names(model), path == "uint8")
 
 
 def test_gemma3_pan_and_scan_request_is_served_with_the_checkpoints_null_settings(sides):
