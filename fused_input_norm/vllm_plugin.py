@@ -18,7 +18,7 @@ stay with transformers; one log line per model says which processor serves its i
 where it is transformers'. The models whose vLLM processing builds its transformers processor itself (OpenCUA,
 LLaVA-OneVision-2, BAGEL: BUILT_ELSEWHERE) are reached by wrapping their processing info class's
 get_hf_processor when vLLM imports their module. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
-served by vllm_internvl, with its own log line.
+served by vllm_internvl, and Moondream 3's (Moondream3Processor) by vllm_moondream3, each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -37,7 +37,7 @@ import os
 
 import torch
 
-from . import build_info, ops, vllm_internvl
+from . import build_info, ops, vllm_internvl, vllm_moondream3
 from .hf_adapter import (
     FusedHFGenericImageProcessor,
     FusedHFGenericVideoProcessor,
@@ -109,6 +109,7 @@ def register_image_processor() -> None:
     if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
         return
     _say_once(("internvl",), "fused_input_norm: %s", vllm_internvl.serve(logger))
+    _say_once(("moondream3",), "fused_input_norm: %s", vllm_moondream3.serve(logger))
 
     @functools.wraps(original)
     def cached_processor_from_config(model_config, *args, **kwargs):

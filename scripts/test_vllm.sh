@@ -6,7 +6,9 @@
 # tests/test_vllm_server.py (the server's request path), tests/test_vllm_hostile.py (hostile per-request
 # kwargs, plugin on vs off: ~40 s), tests/test_vllm_reach.py (scripts/vllm_reach.py's table against the
 # installed registry, ~20 s) and tests/test_vllm_copies.py (the copies served by a family, CohereCompass, GLM-OCR,
-# PaddleOCR-VL, and the processors vLLM builds elsewhere, OpenCUA and BAGEL, plugin on vs off: ~60 s); ~11 min.
+# PaddleOCR-VL, and the processors vLLM builds elsewhere, OpenCUA and BAGEL, plugin on vs off: ~60 s) and
+# tests/test_vllm_moondream3.py (vLLM's own Moondream 3 processor, HfMoondream and Moondream3ForCausalLM,
+# plugin on vs off: ~35 s of CPU); ~12 min.
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
 # loader and multimodal processors needs (at the versions it asks for; transformers' Mistral backend needs
@@ -47,4 +49,4 @@ echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
 # import the installed copy.
 "$VENV/bin/pytest" -q -rs tests/test_vllm.py tests/test_vllm_processor.py tests/test_vllm_families.py \
   tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_reach.py tests/test_vllm_pool.py \
-  tests/test_vllm_copies.py "$@"
+  tests/test_vllm_copies.py tests/test_vllm_moondream3.py "$@"

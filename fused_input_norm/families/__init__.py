@@ -14,6 +14,7 @@ from . import (
     internvl_chat,
     llama4,
     llava_onevision,
+    moondream3,
     paddleocr_vl,
     pixtral,
     qwen2_vl,
@@ -37,6 +38,7 @@ FAMILIES: dict[str, ModuleType] = {
         idefics3,
         ernie4_5_vl,
         paddleocr_vl,
+        moondream3,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that
