@@ -7,11 +7,13 @@ vLLM's own hashing of the image (its processor-cache key) is reported apart.
 
 --models: qwen2_vl (the default; both max_pixels settings) and any model of tests/test_vllm_families.py
 (its tiny model directories: the architectures the plugin serves by their image processor), each with its
-checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+checkpoint's config, and moondream3 (tests/test_vllm_moondream3.py: vLLM's own Moondream3Processor, served in its
+class; bfloat16 pixel_values, whatever --float says). Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -62,6 +64,10 @@ def models() -> dict:
             continue
         _, placeholder, normalize, _ = families.MODELS[name]
         table[name] = (families.WRITERS[name], placeholder, normalize[0], name.startswith("internvl_chat"), [None])
+    import test_vllm_moondream3 as moondream3  # vLLM's own Moondream3Processor (vllm_moondream3)
+
+    write = functools.partial(moondream3.write_moondream3, architecture="HfMoondream")
+    table["moondream3"] = (write, "<|endoftext|><image>", None, False, [None])
     return table
 
 
@@ -73,7 +79,8 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
     _, placeholder, normalize, remote, settings = models()[model]
     device_normalize = False if float_path and normalize else normalize
     processor, prompt = vllm_processor(model_dir, device_normalize, placeholder, remote)
-    image_processor = processor.info.get_hf_processor().image_processor
+    hf_processor = processor.info.get_hf_processor()
+    image_processor = getattr(hf_processor, "image_processor", hf_processor)  # Moondream 3's has none apart
     # The adapter's type carries transformers' class name (it stands in for it): its repr says it is the adapter.
     results = {
         "class": repr(image_processor) if hasattr(image_processor, "upstream") else type(image_processor).__name__
