@@ -8,7 +8,7 @@
 # installed registry, ~20 s) and tests/test_vllm_copies.py (the copies served by a family, CohereCompass, GLM-OCR,
 # PaddleOCR-VL, and the processors vLLM builds elsewhere, OpenCUA and BAGEL, plugin on vs off: ~60 s) and
 # tests/test_vllm_moondream3.py (vLLM's own Moondream 3 processor, HfMoondream and Moondream3ForCausalLM,
-# plugin on vs off: ~35 s of CPU); ~12 min.
+# plugin on vs off: ~65 s on the shared 2-core box, 30 s of CPU); ~12 min.
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
 # loader and multimodal processors needs (at the versions it asks for; transformers' Mistral backend needs
