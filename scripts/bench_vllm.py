@@ -10,11 +10,14 @@ vLLM's own hashing of the image (its processor-cache key) is reported apart.
 llava_next and granite4_vision included) and of
 tests/test_vllm_deepseek_ocr.py (deepseek_ocr, deepseek_ocr2, unlimited_ocr, unlimited_ocr2: vLLM's own
 processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM's own InternVL-style processors:
-h2ovl, nemotron_vl, nano_nemotron_vl), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+h2ovl, nemotron_vl, nano_nemotron_vl) and of tests/test_vllm_moondream3.py (moondream3: vLLM's own
+Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), each with its
+checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -72,6 +75,10 @@ def models() -> dict:
 
     for name, (*_, normalize) in own.MODELS.items():
         table[name] = (own.WRITERS[name], "<image>", normalize[0], True, [None])
+    import test_vllm_moondream3 as moondream3  # vLLM's own Moondream3Processor (vllm_moondream3)
+
+    write = functools.partial(moondream3.write_moondream3, architecture="HfMoondream")
+    table["moondream3"] = (write, "<|endoftext|><image>", None, False, [None])
     return table
 
 
@@ -84,7 +91,7 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
     device_normalize = False if float_path and normalize else normalize
     processor, prompt = vllm_processor(model_dir, device_normalize, placeholder, remote)
     hf_processor = processor.info.get_hf_processor()
-    # DeepSeek-OCR's and NanoNemotronVL's processors have no image processor apart
+    # DeepSeek-OCR's, NanoNemotronVL's and Moondream 3's processors have no image processor apart
     image_processor = getattr(hf_processor, "image_processor", hf_processor)
     # The adapter's type carries transformers' class name (it stands in for it): its repr says it is the adapter.
     results = {

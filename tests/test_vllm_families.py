@@ -108,13 +108,16 @@ WORDS = ["[UNK]", "describe", "these", "images", "and", "compare", "them", "."]
 SIZES = [(3024, 4032), (1080, 1920), (480, 640), (57, 29), (40, 900), (336, 336)]
 
 
-def tokenizer(path: str, special: list[str], bos: str, eos: str, named: dict | None = None) -> dict:
+def tokenizer(
+    path: str, special: list[str], bos: str, eos: str, named: dict | None = None, special_first: bool = False
+) -> dict:
     """A WordLevel tokenizer holding `special`, saved as transformers saves one (`named`: its extra special
-    tokens by attribute name, e.g. image_token); its vocabulary."""
+    tokens by attribute name, e.g. image_token; `special_first`: `special` take ids 0, 1, ..., as in
+    tokenizers whose code relies on those ids); its vocabulary."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {t: i for i, t in enumerate(WORDS + special)}
+    vocab = {t: i for i, t in enumerate(special + WORDS if special_first else WORDS + special)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.add_special_tokens(special)

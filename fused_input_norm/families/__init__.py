@@ -17,6 +17,7 @@ from . import (
     llama4,
     llava_next,
     llava_onevision,
+    moondream3,
     nemotron_vl,
     paddleocr_vl,
     pixtral,
@@ -45,6 +46,7 @@ FAMILIES: dict[str, ModuleType] = {
         ernie4_5_vl,
         paddleocr_vl,
         deepseek_ocr,
+        moondream3,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that
