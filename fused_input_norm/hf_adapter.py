@@ -17,6 +17,10 @@ Each adapter keeps at most MAX_PROCESSORS FusedImageProcessors / FusedVideoProce
 resolved config and device, least recently used dropped first), so per-request kwargs from a client cannot
 grow it without bound; a dropped config is rebuilt on its next call (a few hundred microseconds).
 
+For a processor no family reproduces, FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor (the generic
+path) run upstream's own preprocess with only transformers' backend primitives replaced (hf_primitives);
+stand_in, which both engine plugins call, falls back to them where no family stands in.
+
 Imports transformers only when called: importing this module never does.
 """
 
@@ -104,6 +108,11 @@ class _Adapter:
     _upstream_class: type | None = None
     # Names an adapter answers itself (its own state, its classes' methods, dunders); set per adapter class.
     _adapter_names: frozenset = frozenset()
+
+    @classmethod
+    def _extra_bases(cls, upstream_class: type) -> tuple[type, ...]:
+        """Classes the stand-in subclass lists after upstream's (the generic path's primitives); none here."""
+        return ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -197,7 +206,8 @@ def _stand_in_class(adapter_class: type, upstream_class: type) -> type:
                 "__qualname__": upstream_class.__qualname__,
                 "__doc__": adapter_class.__doc__,
             }
-            cls = type(upstream_class.__name__, (adapter_class, upstream_class), namespace)
+            bases = (adapter_class, upstream_class, *adapter_class._extra_bases(upstream_class))
+            cls = type(upstream_class.__name__, bases, namespace)
             _STAND_IN_CLASSES[(adapter_class, upstream_class)] = cls
         return cls
 
@@ -612,9 +622,82 @@ class FusedHFVideoProcessor(_Adapter):
         )
 
 
+# ----- the generic path -----
+def unsupported_generic(upstream: object) -> str | None:
+    """Why the generic path cannot stand in for `upstream` (its class); None when it can: any image or video
+    processor built on transformers' TorchvisionBackend or PilBackend, remote-code subclasses included."""
+    from .hf_primitives import backend_of
+
+    name = type(upstream).__name__
+    if backend_of(type(upstream)) is None:
+        return f"{name} is built on neither transformers' TorchvisionBackend nor its PilBackend"
+    for method in ("preprocess", "_preprocess"):
+        if not callable(getattr(upstream, method, None)):
+            return f"{name} has no {method}"
+    if not isinstance(getattr(upstream, "__dict__", None), dict):
+        return f"{name} keeps no instance __dict__"
+    return None
+
+
+class _GenericAdapter(_Adapter):
+    """What the generic adapters share: upstream's own code (preprocess, _preprocess, its grids, tiles and
+    reshapes) runs with this adapter as `self`, and only the backend's primitives are the package's
+    (hf_primitives). Instance data is upstream's (read, written, deleted there; `self.__dict__` is upstream's,
+    so to_dict and copies see its state); every function of upstream's class is looked up on the adapter's
+    class, bound to the adapter: `self._preprocess(...)` inside upstream's preprocess, and its `self.resize`,
+    reach the primitives, which the stand-in class lists just above the backend (a model's own override of a
+    primitive still runs first). Nothing is decided per call beyond each primitive: a call it does not serve
+    is the backend's own, with one log line per reason."""
+
+    @classmethod
+    def _extra_bases(cls, upstream_class: type) -> tuple[type, ...]:
+        from .hf_primitives import backend_of, primitives
+
+        backend = backend_of(upstream_class)
+        return () if backend is None else (primitives(backend),)
+
+    def __init__(self, upstream: Any, log: logging.Logger = logger):
+        reason = unsupported_generic(upstream)
+        if reason is not None:
+            raise ValueError(f"{type(self).__mro__[1].__name__}: cannot serve {type(upstream).__name__}: {reason}")
+        super().__init__(upstream, reference_of(upstream), log)
+
+    def __getattribute__(self, name: str) -> Any:
+        # Python's own lookup over two instance dicts, the adapter's few names first, then upstream's: upstream's
+        # code reads its attributes here tens of times a call, so this stays one short function.
+        own = object.__getattribute__(self, "__dict__")
+        if name == "__dict__":  # upstream's state, which its code reads as self.__dict__ (to_dict)
+            return own["upstream"].__dict__ if "upstream" in own else own
+        if name in own:
+            return own[name]
+        if "upstream" in own:  # (not while unpickling)
+            state = own["upstream"].__dict__
+            if name in state:
+                return state[name]
+        # a class attribute: upstream's functions, properties and lru_cache'd methods bound to the adapter
+        return object.__getattribute__(self, name)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__mro__[1].__name__}(upstream={type(self.upstream).__name__}, the generic path)"
+
+
+class FusedHFGenericImageProcessor(_GenericAdapter):
+    """Any transformers image processor on TorchvisionBackend or PilBackend that no family reproduces, run as
+    its own code with the package's exact primitives; `isinstance(adapter, type(upstream))` holds."""
+
+
+class FusedHFGenericVideoProcessor(_GenericAdapter):
+    """Any transformers video processor (BaseVideoProcessor, on TorchvisionBackend) that no family reproduces,
+    run as its own code (frame sampling included) with the package's exact primitives."""
+
+
+# The generic adapter that stands in where a family adapter cannot (a family, where one exists, wins).
+GENERIC = {FusedHFImageProcessor: FusedHFGenericImageProcessor, FusedHFVideoProcessor: FusedHFGenericVideoProcessor}
+
+
 def stand_in(processor: object, attribute: str, what: str, adapter: type, why_not, log: logging.Logger) -> str | None:
     """Puts `adapter` (FusedHFImageProcessor or FusedHFVideoProcessor) around `processor.<attribute>` where
-    `why_not` finds no reason against it; says which processor serves `what` (None: the processor has none).
+    `why_not` finds no reason against it, else its generic path (GENERIC[adapter]) where that can stand in; says which processor serves `what` (None: the processor has none).
     `log`: the host engine's logger, where the adapter says why a call goes to transformers. Both engine
     plugins (vllm_plugin, sglang_plugin) put their adapters in place through this."""
     upstream = getattr(processor, attribute, None)
@@ -622,6 +705,12 @@ def stand_in(processor: object, attribute: str, what: str, adapter: type, why_no
         return None
     name = type(upstream).__name__
     reason = why_not(upstream)
+    if reason is not None and adapter in GENERIC:
+        generic_reason = unsupported_generic(upstream)
+        if generic_reason is None:
+            adapter, family_reason, reason = GENERIC[adapter], reason, None
+        else:  # the broader refusal: what keeps the generic path out keeps every family out too
+            reason = generic_reason
     if reason is None:
         try:
             setattr(processor, attribute, adapter(upstream, log))
@@ -632,4 +721,9 @@ def stand_in(processor: object, attribute: str, what: str, adapter: type, why_no
     served = getattr(processor, attribute)
     if adapter is FusedHFImageProcessor:
         return f"FusedImageProcessor (reference {served.reference!r}) serves {what} in place of transformers' {name}"
-    return f"FusedVideoProcessor serves {what} in place of transformers' {name}"
+    if adapter is FusedHFVideoProcessor:
+        return f"FusedVideoProcessor serves {what} in place of transformers' {name}"
+    return (
+        f"the generic path serves {what}: transformers' {name} runs with fused_input_norm's exact primitives "
+        f"(reference {served.reference!r}; no family: {family_reason})"
+    )

@@ -30,7 +30,15 @@ import importlib
 import logging
 import os
 
-from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, stand_in, unsupported, unsupported_video
+from .hf_adapter import (
+    FusedHFGenericImageProcessor,
+    FusedHFGenericVideoProcessor,
+    FusedHFImageProcessor,
+    FusedHFVideoProcessor,
+    stand_in,
+    unsupported,
+    unsupported_video,
+)
 
 # A child of SGLang's logger: our lines appear in SGLang's log, in its format and at its level.
 logger = logging.getLogger("sglang.srt.plugins.fused_input_norm")
@@ -122,7 +130,9 @@ def serve_images(mm_processor: object) -> str | None:
     videos = getattr(processor, "video_processor", None)
     if images is None and videos is None:
         return None
-    if isinstance(images, FusedHFImageProcessor) or isinstance(videos, FusedHFVideoProcessor):
+    if isinstance(images, FusedHFImageProcessor | FusedHFGenericImageProcessor) or isinstance(
+        videos, FusedHFVideoProcessor | FusedHFGenericVideoProcessor
+    ):
         return None  # served already (one transformers processor shared by two SGLang processors)
     device = _target_device(mm_processor, processor)  # before the swap: the resolver sees transformers' processor
     said = [

@@ -10,7 +10,9 @@ reproduces (a family of fused_input_norm.families: Qwen2-VL's, CLIP's, SigLIP's,
 FusedHFImageProcessor as its image_processor, with transformers' call signature and the same outputs (uint8
 rows on vLLM's mm_device_do_normalize path, float32 otherwise), faster; where it holds a Qwen-VL video
 processor, a FusedHFVideoProcessor (transformers' own frame sampling, FusedVideoProcessor's resize and patch
-rows). The hook wraps `cached_processor_from_config` where vLLM's processing context calls it (imported by
+rows). An image or video processor no family reproduces, on transformers' TorchvisionBackend or PilBackend,
+gets the generic path instead (FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor: its own code with
+the package's exact resize and normalize primitives). The hook wraps `cached_processor_from_config` where vLLM's processing context calls it (imported by
 name into that module, so that is the name to wrap). Other processors, and calls these do not reproduce,
 stay with transformers; one log line per model says which processor serves its images and videos, and why
 where it is transformers'. The models whose vLLM processing builds its transformers processor itself (OpenCUA,
@@ -36,7 +38,15 @@ import os
 import torch
 
 from . import build_info, ops, vllm_internvl
-from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, stand_in, unsupported, unsupported_video
+from .hf_adapter import (
+    FusedHFGenericImageProcessor,
+    FusedHFGenericVideoProcessor,
+    FusedHFImageProcessor,
+    FusedHFVideoProcessor,
+    stand_in,
+    unsupported,
+    unsupported_video,
+)
 from .module import channel_view
 
 # A child of vLLM's logger: our lines appear in vLLM's log, in its format and at its level.
@@ -304,7 +314,9 @@ def serve_images(model_config: object, processor: object) -> None:
     videos = getattr(processor, "video_processor", None)
     if images is None and videos is None:
         return
-    if isinstance(images, FusedHFImageProcessor) or isinstance(videos, FusedHFVideoProcessor):
+    if isinstance(images, FusedHFImageProcessor | FusedHFGenericImageProcessor) or isinstance(
+        videos, FusedHFVideoProcessor | FusedHFGenericVideoProcessor
+    ):
         return  # served when vLLM first built this processor
     architectures = list(getattr(model_config, "architectures", None) or [])
     said = [

@@ -4,9 +4,11 @@
 # serving images: Qwen-VL, LLaVA, PaliGemma, Qwen3-VL-MoE, Gemma 3, GLM-4.1V, InternVL (vLLM's own and
 # transformers' format), LLaVA-OneVision, Idefics3, SmolVLM, Llama 4, Mistral Small 3.x, Pixtral-12B) and
 # tests/test_vllm_server.py (the server's request path), tests/test_vllm_hostile.py (hostile per-request
-# kwargs, plugin on vs off: ~40 s), tests/test_vllm_reach.py (scripts/vllm_reach.py's table against the
-# installed registry, ~20 s) and tests/test_vllm_copies.py (the copies served by a family, CohereCompass, GLM-OCR,
-# PaddleOCR-VL, and the processors vLLM builds elsewhere, OpenCUA and BAGEL, plugin on vs off: ~60 s); ~11 min.
+# kwargs, plugin on vs off: ~40 s), tests/test_vllm_generic.py (the generic path: 13 architectures no family
+# serves, BLIP-2 to MuseGlimmer, plugin on vs off: ~2.5 min), tests/test_vllm_reach.py (scripts/vllm_reach.py's
+# table against the installed registry, ~20 s) and tests/test_vllm_copies.py (the copies served by a family,
+# CohereCompass, GLM-OCR, PaddleOCR-VL, and the processors vLLM builds elsewhere, OpenCUA and BAGEL, plugin on vs
+# off: ~60 s); ~13 min.
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
 # loader and multimodal processors needs (at the versions it asks for; transformers' Mistral backend needs
@@ -46,5 +48,5 @@ echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
 # import the installed copy.
 "$VENV/bin/pytest" -q -rs tests/test_vllm.py tests/test_vllm_processor.py tests/test_vllm_families.py \
-  tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_reach.py tests/test_vllm_pool.py \
-  tests/test_vllm_copies.py "$@"
+  tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_generic.py tests/test_vllm_reach.py \
+  tests/test_vllm_pool.py tests/test_vllm_copies.py "$@"

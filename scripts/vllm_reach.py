@@ -7,8 +7,12 @@ images and its videos, and why not where not.
 
 What serves a modality: a fused_input_norm family by name (fused_input_norm.families, through the plugin's hook
 on vLLM's cached_processor_from_config), one of the package's own vLLM-processor modules (vllm_internvl: the
-`fused_input_norm.vllm_*` modules naming the vLLM processor class they serve as CLASS / VIDEO_CLASS), or
-"transformers" / "vLLM" / "mistral_common" (not served, with the reason).
+`fused_input_norm.vllm_*` modules naming the vLLM processor class they serve as CLASS / VIDEO_CLASS), "generic"
+(the generic path: a transformers processor class on its TorchvisionBackend or PilBackend that no family
+reproduces runs its own code with the package's primitives), or "transformers" / "vLLM" / "mistral_common" (not
+served, with the reason). A generic row is "served" only where tests/test_vllm_generic.py compares that
+architecture's modality in vLLM, plugin on vs off, and its primitives ran there (GENERIC_TESTED reads the test's
+table); elsewhere the generic path would stand in, unchecked, and the row says so as not served.
 
 Read from the installed packages, so that a new family, a new plugin module or a new vLLM shows up without an
 edit here:
@@ -17,8 +21,9 @@ edit here:
     get_supported_mm_limits (the source, where the module cannot be imported here);
   - whether vLLM builds its processor through cached_processor_from_config (the hook) or elsewhere: the source
     of its processing info's get_hf_processor;
-  - the served set: fused_input_norm.config.kind_of / video_kind_of (the families' registry) and the
-    vllm_* modules.
+  - the served set: fused_input_norm.config.kind_of / video_kind_of (the families' registry), the vllm_*
+    modules, and for the generic path the transformers class's backend (hf_primitives.backend_of) and the
+    architectures tests/test_vllm_generic.py checks.
 Only a checkpoint tells which image (and video) processor class a model loads: that is CHECKPOINTS below, with
 the example checkpoint each row stands for. An image-capable architecture missing from it is reported as
 "unknown (not in the table)", so the table cannot silently go stale.
@@ -357,9 +362,50 @@ def plugin_modules() -> dict[str, str]:
     return served
 
 
-def _medium(name: str | None, video: bool, model: Mapping, served_in_place: Mapping[str, str]) -> tuple[str, str]:
+TESTS = pathlib.Path(__file__).resolve().parent.parent / "tests"
+
+
+def generic_tested() -> dict[str, dict[str, str]]:
+    """Per modality ("images", "videos"): the architectures tests/test_vllm_generic.py compares in vLLM with the
+    generic path serving -> "" (served), or -> why it does not count them served (the test's UNSERVED; the
+    videos it does not compare, NO_VIDEOS)."""
+    sys.path.insert(0, str(TESTS))
+    try:
+        import test_vllm_generic as tested
+    finally:
+        sys.path.remove(str(TESTS))
+    out = {"images": {}, "videos": {}}
+    for model, spec in tested.MODELS.items():  # (where a family has landed, the family's row wins anyway)
+        why = tested.UNSERVED.get(model, "")
+        if why:
+            why = f"the generic path stands in, but its resize and normalize never run ({why})"
+        out["images"][spec["arch"]] = why
+        if "video" in spec:
+            unchecked = tested.NO_VIDEOS.get(model)
+            out["videos"][spec["arch"]] = f"its vLLM test does not compare videos: {unchecked}" if unchecked else why
+    return out
+
+
+def _generic(cls: str) -> bool:
+    """Whether transformers' class `cls` is one the generic path stands in for: on its TorchvisionBackend or
+    PilBackend (the plugin's own test, hf_adapter.unsupported_generic, also needs an instance)."""
+    import transformers
+
+    from fused_input_norm.hf_primitives import backend_of
+
+    try:
+        found = getattr(transformers, cls)
+    except (AttributeError, ImportError):
+        return False
+    return isinstance(found, type) and backend_of(found) is not None
+
+
+def _medium(
+    name: str | None, video: bool, model: Mapping, served_in_place: Mapping[str, str], generic: Mapping[str, str]
+) -> tuple[str, str]:
     """(what serves it, why not) for one modality's processor `name` as CHECKPOINTS writes it, in the model
-    read_model read."""
+    read_model read; `generic`: this modality's architectures test_vllm_generic checks -> why not served ("":
+    served)."""
     from fused_input_norm import config
 
     if name is None:
@@ -377,6 +423,11 @@ def _medium(name: str | None, video: bool, model: Mapping, served_in_place: Mapp
         config.video_kind_of({"video_processor_type": cls}) if video else config.kind_of({"image_processor_type": cls})
     )
     what = "video processor" if video else "image processor"
+    if family is None and kind == "" and model["hook"] is not False and _generic(cls):
+        if model["architecture"] not in generic:
+            return "transformers", f"{what} {cls} has no family; the generic path stands in, with no vLLM test"
+        why = generic[model["architecture"]]
+        return ("transformers", f"{what} {cls} has no family; {why}") if why else ("generic", "")
     if family is None:
         origin = "remote code " if kind == "remote" else ""
         return "transformers", f"{origin}{what} {cls} has no family"
@@ -388,9 +439,11 @@ def _medium(name: str | None, video: bool, model: Mapping, served_in_place: Mapp
     return family, ""
 
 
-def row(arch: str, module: str, cls: str, served_in_place: Mapping[str, str]) -> dict:
-    """One architecture's row: media, what serves images and videos, the status and why."""
-    model = read_model(module, cls)
+def row(arch: str, module: str, cls: str, served_in_place: Mapping[str, str], generic: Mapping | None = None) -> dict:
+    """One architecture's row: media, what serves images and videos, the status and why (`generic`:
+    generic_tested(), by default none checked)."""
+    generic = generic or {"images": {}, "videos": {}}
+    model = read_model(module, cls) | {"architecture": arch}
     media = model["media"]
     entry = {"architecture": arch, "module": model_module_name(module), "media": sorted(media)}
     hook = {True: "cached_processor_from_config", False: "elsewhere", None: "?"}[model["hook"]]
@@ -410,7 +463,7 @@ def row(arch: str, module: str, cls: str, served_in_place: Mapping[str, str]) ->
         if medium[:-1] not in media:
             entry[medium] = "-"
             continue
-        server, why = _medium(name, video, model, served_in_place)
+        server, why = _medium(name, video, model, served_in_place, generic[medium])
         entry[medium] = server
         if why:
             whys.append(f"{medium}: {why}")
@@ -438,7 +491,8 @@ def reach(models: Mapping[str, tuple[str, str]] | None = None) -> list[dict]:
 
         models = registry._MULTIMODAL_MODELS
     served_in_place = plugin_modules()
-    return [row(arch, module, cls, served_in_place) for arch, (module, cls) in models.items()]
+    generic = generic_tested()
+    return [row(arch, module, cls, served_in_place, generic) for arch, (module, cls) in models.items()]
 
 
 def counts(rows: list[dict]) -> dict:
@@ -479,8 +533,9 @@ def markdown(rows: list[dict]) -> str:
         "",
         "Generated by `scripts/vllm_reach.py` (`.venv-vllm/bin/python scripts/vllm_reach.py > docs/reach.md`);",
         "do not edit by hand. For the installed vLLM, every multimodal architecture of its registry: what serves",
-        "its images and videos (a fused_input_norm family, a `fused_input_norm.vllm_*` module, or vLLM /",
-        "transformers / mistral_common: not served) and why not. The processor classes come from the script's",
+        "its images and videos (a fused_input_norm family, a `fused_input_norm.vllm_*` module, the generic path,",
+        "or vLLM / transformers / mistral_common: not served) and why not; the generic path counts as served",
+        "where `tests/test_vllm_generic.py` checks the architecture in vLLM. The processor classes come from the script's",
         "one table (CHECKPOINTS: the example checkpoint each row stands for); everything else is read from the",
         'installed vLLM and fused_input_norm. "vLLM asks for": the processor class its processing info builds',
         "or asks for, and whether through `cached_processor_from_config` (the plugin's hook) or elsewhere. A",

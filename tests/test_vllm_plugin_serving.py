@@ -61,15 +61,19 @@ def test_images_and_videos_are_served_each_where_reproduced(plugin_log):
 
 
 def test_a_processor_it_does_not_reproduce_stays_with_the_reason(plugin_log):
-    from transformers import ViTImageProcessor
+    # No family, and on neither of transformers' backends (an older remote-code processor): not the generic path
+    from transformers.image_processing_utils import BaseImageProcessor
 
-    upstream = ViTImageProcessor()
+    class OldImageProcessor(BaseImageProcessor):
+        pass
+
+    upstream = OldImageProcessor()
     processor = types.SimpleNamespace(image_processor=upstream)
-    vllm_plugin.serve_images(model("vit", "SomeViTModel"), processor)
+    vllm_plugin.serve_images(model("old", "SomeOldModel"), processor)
     assert processor.image_processor is upstream
     assert [r.getMessage() for r in plugin_log] == [
-        "fused_input_norm: transformers' ViTImageProcessor serves images for ['SomeViTModel']: ViTImageProcessor is "
-        "not an image processor FusedImageProcessor reproduces"
+        "fused_input_norm: transformers' OldImageProcessor serves images for ['SomeOldModel']: OldImageProcessor is "
+        "built on neither transformers' TorchvisionBackend nor its PilBackend"
     ]
 
 

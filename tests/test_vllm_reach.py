@@ -1,7 +1,8 @@
 """scripts/vllm_reach.py against the installed vLLM (`bash scripts/test_vllm.sh` runs it in .venv-vllm): every
 architecture of vLLM's registry has a row, every row that says "served" names a family (or a vllm_* module) this
-package has and whose vLLM on-vs-off test exists, the counts add up, and an architecture the table does not
-know is reported as unknown."""
+package has and whose vLLM on-vs-off test exists, or the generic path for exactly the architectures
+tests/test_vllm_generic.py checks, the counts add up, and an architecture the table does not know is reported
+as unknown."""
 
 import importlib.util
 import os
@@ -94,6 +95,8 @@ def test_every_served_row_names_a_family_with_its_vllm_on_off_test(rows, reach):
             server = r[medium]
             if server in ("-", "transformers", "vLLM", "mistral_common", "unknown"):
                 continue
+            if server == "generic":  # checked per architecture: test_generic_rows_are_the_architectures_it_tests
+                continue
             exists = server in modules or (
                 server in families.FAMILIES if medium == "images" else server in set(config.VIDEO_TYPES.values())
             )
@@ -101,6 +104,40 @@ def test_every_served_row_names_a_family_with_its_vllm_on_off_test(rows, reach):
             if server not in tested[medium]:
                 gaps.add((medium, server))
     assert gaps == UNTESTED_IN_VLLM, f"served without a vLLM on-vs-off test: {sorted(gaps)}"
+
+
+def test_generic_rows_are_the_architectures_it_tests(rows):
+    """A row's images (videos) are "generic" exactly where tests/test_vllm_generic.py compares that architecture's
+    images (videos) in vLLM, plugin on vs off, and the generic path's kernels run there (not UNSERVED); those it
+    lists as UNSERVED, or whose videos it does not compare, are not served and say why."""
+    import test_vllm_generic as tested
+
+    by_arch = {r["architecture"]: r for r in rows}
+    generic = {medium: {r["architecture"] for r in rows if r[medium] == "generic"} for medium in ("images", "videos")}
+    assert generic["images"] == {spec["arch"] for model, spec in tested.MODELS.items() if tested.generic_serves(model)}
+    videos = {spec["arch"] for model, spec in tested.MODELS.items() if tested.generic_serves(model, video=True)}
+    assert generic["videos"] == videos
+    for model in tested.UNSERVED:
+        if tested.family_of(model):  # a family serves it now: its row says so
+            continue
+        r = by_arch[tested.MODELS[model]["arch"]]
+        assert r["status"] == "not" and "its resize and normalize never run" in r["why"], r
+    for model, why in tested.NO_VIDEOS.items():
+        r = by_arch[tested.MODELS[model]["arch"]]
+        if tested.family_of(model) or tested.family_of(model, video=True):
+            continue
+        assert r["status"] == "partly" and why in r["why"], r
+
+
+def test_a_transformers_backend_class_without_a_vllm_test_is_not_served(reach):
+    """The generic path would stand in for BLIP-2's BlipImageProcessor (TorchvisionBackend), but a row counts it
+    served only where test_vllm_generic checks the architecture: without that, "not", and why."""
+    unchecked = reach.row("Blip2ForConditionalGeneration", "blip2", "Blip2ForConditionalGeneration", {})
+    assert (unchecked["images"], unchecked["status"]) == ("transformers", "not")
+    assert "the generic path stands in, with no vLLM test" in unchecked["why"], unchecked["why"]
+    generic = {"images": {"Blip2ForConditionalGeneration": ""}, "videos": {}}
+    checked = reach.row("Blip2ForConditionalGeneration", "blip2", "Blip2ForConditionalGeneration", {}, generic)
+    assert (checked["images"], checked["status"]) == ("generic", "served")
 
 
 def test_known_rows(rows):

@@ -1,0 +1,238 @@
+"""The generic path's primitives: transformers' backend methods (TorchvisionBackend's, which its video
+processors inherit, and PilBackend's) that every model's own `_preprocess` calls, replaced by the package's
+exact kernels. FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor (hf_adapter) put `primitives(backend)`
+just above the backend in the adapter's class, so a model's own override of a primitive still runs first, and
+its `super().resize(...)` reaches the one here.
+
+Each primitive serves a call bit-exact to the one it replaces, or hands it to that one (one log line per
+reason, through the adapter's _handed_back):
+  TorchvisionBackend.process_image   an RGB PIL image: its bytes copied once from Pillow's memory into the
+                              contiguous [3, H, W] tensor (transformers copies them three times: Pillow's
+                              convert, np.array, the channels-first copy); arrays and tensors stay the backend's;
+  TorchvisionBackend.resize   uint8 [..., C, H, W] CPU tensors, antialiased bilinear / bicubic / lanczos: the
+                              resample engine's "torchvision" reference (torch's own CPU uint8 kernel, bit
+                              for bit; on another device transformers runs that device's kernel: its own);
+  PilBackend.process_image    an RGB PIL image: np.array of it, channels first, without Pillow's convert copy;
+  PilBackend.resize           uint8 [3, H, W] arrays, bilinear / bicubic / lanczos, no reducing_gap: the
+                              engine's "pil" reference (the installed Pillow's pass order).
+Anything else (a float input, antialias=False, nearest, LANCZOS where transformers falls back to BICUBIC, a
+1x1 target torch refuses, torch.compile tracing) is the backend's own. rescale_and_normalize stays the
+backend's: its convert, subtract and divide are three vectorized passes that no exact kernel here beats (the
+fused kernel computes x * w + b, within 1e-6 but not bit for bit; a subtraction reading the uint8 directly
+measured 3x slower: torch's mixed-dtype loop).
+
+Imports transformers only when called.
+"""
+
+import functools
+
+import numpy as np
+import torch
+
+from . import images
+from . import resize as resizing
+
+# Resample plans (per axis size pair), shared by every adapter in the process, bounded by PlanCache itself.
+_PLANS = resizing.PlanCache()
+_FILTERS = {"BILINEAR": "bilinear", "BICUBIC": "bicubic", "LANCZOS": "lanczos"}
+# PIL.Image.Resampling values (transformers' PILImageResampling) the engine reproduces.
+_PIL_FILTERS = {2: "bilinear", 3: "bicubic", 1: "lanczos"}
+# Below this many pixels a PIL image is read as transformers reads it, less Pillow's convert (measured: a 64x64
+# image 22 us that way, 81 us through Pillow's Arrow export and the copy kernel; 224x224: 293 us against 99 us).
+SMALL_IMAGE = 128 * 128
+
+
+def _output_size(size: object, height: int, width: int) -> tuple[int, int] | str:
+    """The (height, width) a backend's resize computes from `size` (a SizeDict), in the backend's order of
+    precedence; a reason where it raises instead (the backend then raises it)."""
+    from transformers import image_transforms as tf
+    from transformers.image_utils import get_image_size_for_max_height_width
+
+    get = functools.partial(getattr, size)
+    try:
+        if get("shortest_edge", None) and get("longest_edge", None):
+            return tuple(tf.get_size_with_aspect_ratio((height, width), size.shortest_edge, size.longest_edge))
+        if get("shortest_edge", None):
+            image = np.empty((1, height, width), dtype=np.uint8)  # only its shape is read
+            return tuple(
+                tf.get_resize_output_image_size(
+                    image, size=size.shortest_edge, default_to_square=False, input_data_format="channels_first"
+                )
+            )
+        if get("max_height", None) and get("max_width", None):
+            return tuple(get_image_size_for_max_height_width((height, width), size.max_height, size.max_width))
+        if get("height", None) and get("width", None):
+            return (size.height, size.width)
+    except Exception as e:  # whatever the backend's helpers raise, it raises again
+        return f"a size its helpers refuse ({type(e).__name__}: {e})"
+    return f"a size without height and width, max_height and max_width or shortest_edge: {size}"
+
+
+def _checked_size(new_size: tuple[int, int] | str) -> tuple[int, int] | str:
+    if isinstance(new_size, str):
+        return new_size
+    height, width = (int(side) for side in new_size)
+    if height < 1 or width < 1:
+        return f"an output size {new_size} with an empty side"
+    if (height, width) == (1, 1):
+        return "a 1x1 output (torch's uint8 kernel refuses it)"
+    return (height, width)
+
+
+def _torchvision_filter(resample: object) -> str:
+    """The engine's filter name for the interpolation TorchvisionBackend.resize would run, or a reason."""
+    from torchvision.transforms.v2 import InterpolationMode
+    from transformers.image_utils import PILImageResampling, pil_torch_interpolation_mapping
+    from transformers.utils.import_utils import is_torchvision_greater_or_equal
+
+    if resample is None:
+        mode = InterpolationMode.BILINEAR
+    elif isinstance(resample, PILImageResampling | int):
+        mode = pil_torch_interpolation_mapping.get(resample)
+    else:
+        mode = resample
+    name = _FILTERS.get(getattr(mode, "name", None))
+    if name is None:
+        return f"resample={resample!r} (served: bilinear, bicubic, lanczos)"
+    if name == "lanczos" and not is_torchvision_greater_or_equal("0.27"):
+        return "LANCZOS before torchvision 0.27 (transformers resizes with BICUBIC then)"
+    return name
+
+
+def _resized(images: torch.Tensor, size: tuple[int, int], resample: str, reference: str) -> torch.Tensor:
+    """uint8 [B, C, H, W] (any strides) resized to `size`: the engine with the identity affine, uint8 out."""
+    channels = images.shape[1]
+    out = torch.empty((images.shape[0], channels, *size), dtype=torch.uint8, device=images.device)
+    weight = torch.ones(channels, dtype=torch.float32, device=images.device)
+    bias = torch.zeros(channels, dtype=torch.float32, device=images.device)
+    resizing.resize_into(out, images, weight, bias, size, (0, 0, *size), resample, reference, _PLANS)
+    return out
+
+
+def pil_pixels(image: object) -> torch.Tensor | str:
+    """TorchvisionBackend.process_image's tensor for a PIL image (np.array of it, permuted to a contiguous
+    [3, H, W]): the same bytes copied in one pass from Pillow's own memory (images.pil_to_chw, zero-copy where
+    Pillow exports it) into a new tensor the model's code may write to; or why it is the backend's."""
+    if image.mode != "RGB" or image.info.get("transparency") is not None:
+        keyed = " with a transparency key" if image.info.get("transparency") is not None else ""
+        return f"a PIL image in mode {image.mode}{keyed} (served: RGB)"
+    if 0 in image.size:
+        return "an empty PIL image"
+    if image.width * image.height < SMALL_IMAGE:  # Pillow's export costs more than its copy saves
+        return torch.from_numpy(np.array(image)).permute(2, 0, 1).contiguous()
+    view = images.pil_to_chw(image, convert_rgb=False)
+    return _resized(view[None], tuple(view.shape[-2:]), "bilinear", "torchvision")[0]  # an exact copy
+
+
+def pil_array(image: object) -> np.ndarray | str:
+    """PilBackend.process_image's array for a PIL image (np.array of its RGB conversion, channels moved first):
+    the same [3, H, W] view of one copy, without the conversion's own copy of an image already RGB."""
+    if image.mode != "RGB" or image.info.get("transparency") is not None:
+        keyed = " with a transparency key" if image.info.get("transparency") is not None else ""
+        return f"a PIL image in mode {image.mode}{keyed} (served: RGB)"
+    return np.moveaxis(np.array(image), -1, 0)
+
+
+def torchvision_resize(image: object, size: object, resample: object, antialias: object) -> torch.Tensor | str:
+    """TorchvisionBackend.resize's result, or why it is the backend's to compute."""
+    if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8:
+        return f"an input that is not a uint8 tensor ({getattr(image, 'dtype', type(image).__name__)})"
+    if antialias is not True:
+        return f"antialias={antialias!r}"
+    if image.dim() < 3 or 0 in image.shape:
+        return f"a tensor of shape {list(image.shape)} (served: [..., C, H, W], none empty)"
+    if image.device.type != "cpu":  # torch's kernels on other devices round their own way: the engine is the CPU's
+        return f"a tensor on {image.device} (transformers resizes it with torch's {image.device.type} kernel)"
+    from transformers.utils.import_utils import is_torchdynamo_compiling
+
+    if is_torchdynamo_compiling():
+        return "torch.compile tracing"
+    name = _torchvision_filter(resample)
+    if name not in _FILTERS.values():
+        return name
+    *lead, channels, height, width = image.shape
+    new_size = _checked_size(_output_size(size, height, width))
+    if isinstance(new_size, str):
+        return new_size
+    if new_size == (height, width):
+        return image  # torchvision's resize returns its input itself then
+    out = _resized(image.reshape(-1, channels, height, width), new_size, name, "torchvision")
+    return out.reshape(*lead, channels, *new_size)
+
+
+def pil_resize(image: object, size: object, resample: object, reducing_gap: object) -> np.ndarray | str:
+    """PilBackend.resize's result, or why it is the backend's to compute."""
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8:
+        return f"an input that is not a uint8 array ({getattr(image, 'dtype', type(image).__name__)})"
+    if image.ndim != 3 or image.shape[0] != 3 or 0 in image.shape:
+        return f"an array of shape {list(image.shape)} (served: [3, H, W], none empty)"
+    if reducing_gap is not None:
+        return f"reducing_gap={reducing_gap!r}"
+    if resample is None:
+        resample = 2  # the backend's default, BILINEAR
+    name = _PIL_FILTERS.get(resample) if isinstance(resample, int) else None
+    if name is None:
+        return f"resample={resample!r} (served: BILINEAR, BICUBIC, LANCZOS)"
+    new_size = _checked_size(_output_size(size, *image.shape[1:]))
+    if isinstance(new_size, str):
+        return new_size
+    out = _resized(torch.from_numpy(image).unsqueeze(0), new_size, name, "pil")
+    return out[0].numpy()
+
+
+class TorchvisionPrimitives:
+    """TorchvisionBackend's process_image and resize, served by the package or handed to the backend's
+    (the next class in the adapter's MRO). Mixed into `primitives(TorchvisionBackend)`; `self` is the adapter."""
+
+    def process_image(self, image, do_convert_rgb=None, input_data_format=None, device=None, **kwargs):
+        if not images.is_pil(image):  # an array or a tensor: the backend's few views and one copy
+            return super().process_image(image, do_convert_rgb, input_data_format, device, **kwargs)
+        out = pil_pixels(image)
+        if isinstance(out, str):
+            self._handed_back(f"process_image: {out}")
+            return super().process_image(image, do_convert_rgb, input_data_format, device, **kwargs)
+        return out if device is None else out.to(device)
+
+    def resize(self, image, size, resample=None, antialias=True, **kwargs):
+        out = torchvision_resize(image, size, resample, antialias)
+        if isinstance(out, str):
+            self._handed_back(f"resize: {out}")
+            return super().resize(image, size, resample=resample, antialias=antialias, **kwargs)
+        return out
+
+
+class PilPrimitives:
+    """PilBackend's process_image and resize, served by the package or handed to the backend's; `self` is the
+    adapter."""
+
+    def process_image(self, image, do_convert_rgb=None, input_data_format=None, **kwargs):
+        if not images.is_pil(image):  # an array or a tensor: the backend's few views
+            return super().process_image(image, do_convert_rgb, input_data_format, **kwargs)
+        out = pil_array(image)
+        if isinstance(out, str):
+            self._handed_back(f"process_image: {out}")
+            return super().process_image(image, do_convert_rgb, input_data_format, **kwargs)
+        return out
+
+    def resize(self, image, size, resample=None, reducing_gap=None, **kwargs):
+        out = pil_resize(image, size, resample, reducing_gap)
+        if isinstance(out, str):
+            self._handed_back(f"resize: {out}")
+            return super().resize(image, size, resample=resample, reducing_gap=reducing_gap, **kwargs)
+        return out
+
+
+@functools.cache
+def primitives(backend: type) -> type:
+    """`backend` (transformers' TorchvisionBackend or PilBackend) with its primitives replaced: a subclass of
+    it, which an adapter's class lists after upstream's, so that it sits just above `backend` in the MRO."""
+    mixin = TorchvisionPrimitives if backend.__name__ == "TorchvisionBackend" else PilPrimitives
+    return type(f"Fused{backend.__name__}", (mixin, backend), {"__module__": __name__})
+
+
+def backend_of(upstream_class: type) -> type | None:
+    """transformers' backend class that `upstream_class` is built on, or None."""
+    for klass in upstream_class.__mro__:
+        if klass.__name__ in ("TorchvisionBackend", "PilBackend") and klass.__module__.startswith("transformers."):
+            return klass
+    return None

@@ -1,0 +1,327 @@
+"""The generic path (FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor: a transformers processor's own
+code with the package's primitives: reading a PIL image, resizing) against transformers itself, for every image and
+video processor class transformers has that no family serves and that vLLM uses: the same outputs (uint8 and
+int outputs equal, float32 within 1e-6), the same container types, in strict mode (a primitive handed back
+fails the test) and with the primitives counted (a case the package did not serve fails too)."""
+
+import copy
+import logging
+import pickle
+import types
+
+import numpy as np
+import pytest
+import torch
+from test_resize import NO_TORCH_LANCZOS, TORCH_LANCZOS
+from transformers_suite_plugin import refuse_handback
+
+from fused_input_norm import hf_adapter, hf_primitives
+from fused_input_norm.hf_adapter import FusedHFGenericImageProcessor, FusedHFGenericVideoProcessor
+
+pytest.importorskip("torchvision", reason="transformers' TorchvisionBackend needs torchvision")
+pytest.importorskip("transformers", reason="needs transformers")
+Image = pytest.importorskip("PIL.Image", reason="needs Pillow")
+
+# transformers' image processors that no family serves, vLLM's models load them.
+IMAGE_CLASSES = [
+    "LlavaNextImageProcessor",
+    "LlavaNextImageProcessorPil",
+    "Gemma4ImageProcessor",
+    "Gemma4ImageProcessorPil",
+    "Gemma4UnifiedImageProcessor",
+    "Lfm2VlImageProcessor",
+    "Cohere2VisionImageProcessor",
+    "BlipImageProcessor",
+    "BlipImageProcessorPil",
+    "MiniCPMV4_6ImageProcessor",
+    "MiniCPMV4_6ImageProcessorPil",
+    "MiniCPMOcrImageProcessor",
+    "Ernie4_5_VLMoeImageProcessor",
+    "Ernie4_5_VLMoeImageProcessorPil",
+    "PaddleOCRVLImageProcessor",
+    "PaddleOCRVLImageProcessorPil",
+    "Glm46VImageProcessor",
+    "Glm46VImageProcessorPil",
+    "Glm5NextImageProcessor",
+    "Glm5NextImageProcessorPil",
+    "CohereCompassImageProcessor",
+    "CohereCompassImageProcessorPil",
+    "Cosmos3EdgeImageProcessor",
+    "Cosmos3EdgeImageProcessorPil",
+    "MuseGlimmerImageProcessor",
+]
+# (class, call kwargs): their video processors, sampling set so that a 4-frame clip without
+# metadata is a valid call (Ernie 4.5-VL's frames are drawn on with a font fetched from the Hub: not here).
+VIDEO_CLASSES = [
+    ("LlavaNextVideoVideoProcessor", {}),
+    ("Gemma4VideoProcessor", {"num_frames": 4}),
+    ("Gemma4UnifiedVideoProcessor", {"num_frames": 4}),
+    ("InstructBlipVideoVideoProcessor", {}),
+    ("MiniCPMV4_6VideoProcessor", {"do_sample_frames": False}),
+    ("MiniCPMOcrVideoProcessor", {"do_sample_frames": False}),
+    ("Ernie4_5_VLMoeVideoProcessor", {"do_sample_frames": False, "draw_on_frames": False}),
+    ("Glm46VVideoProcessor", {"do_sample_frames": False}),
+    ("Glm5NextVideoProcessor", {"do_sample_frames": False}),
+    ("CohereCompassVideoProcessor", {}),
+    ("Cosmos3EdgeVideoProcessor", {}),
+    ("MuseGlimmerVideoProcessor", {}),
+]
+# Classes whose own code resizes without the backend's resize (Gemma 4 calls tvF.resize itself; Glm5Next's
+# video frames this small are inside its token budget, kept as they are).
+OWN_RESIZE = {
+    "Gemma4ImageProcessor",
+    "Gemma4ImageProcessorPil",
+    "Gemma4UnifiedImageProcessor",
+    "Gemma4VideoProcessor",
+    "Gemma4UnifiedVideoProcessor",
+    "Glm5NextVideoProcessor",
+}
+LANCZOS = 1  # PIL.Image.Resampling.LANCZOS
+
+
+def processor_class(name: str) -> type:
+    """transformers' class `name` (from its top-level names, which cover both backends' modules)."""
+    import transformers
+
+    try:
+        found = getattr(transformers, name)
+    except (ImportError, AttributeError) as e:
+        pytest.skip(f"the installed transformers has no {name} ({type(e).__name__}: {e})")
+    if not TORCH_LANCZOS and getattr(found, "resample", None) == LANCZOS and not name.endswith("Pil"):
+        pytest.skip(NO_TORCH_LANCZOS)
+    return found
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """Strict mode (any primitive handed back fails), and how many calls each primitive of the package served."""
+    monkeypatch.setattr(hf_adapter._Adapter, "_handed_back", refuse_handback)
+    counts = {"process_image": 0, "resize": 0}
+
+    def counted(name, function):
+        def wrapper(*args, **kwargs):
+            out = function(*args, **kwargs)
+            counts[name] += not isinstance(out, str)
+            return out
+
+        return wrapper
+
+    for name, function in [
+        ("process_image", "pil_pixels"),
+        ("process_image", "pil_array"),
+        ("resize", "torchvision_resize"),
+        ("resize", "pil_resize"),
+    ]:
+        monkeypatch.setattr(hf_primitives, function, counted(name, getattr(hf_primitives, function)))
+    return counts
+
+
+def assert_same(got, expected, where="output"):
+    """Equal values and equal containers: uint8 and ints exact, floats within 1e-6 (float32 compared in
+    float64), the same list / tuple / tensor / array types, dtypes and shapes."""
+    assert type(got) is type(expected), f"{where}: {type(got).__name__} != {type(expected).__name__}"
+    if isinstance(expected, torch.Tensor | np.ndarray):
+        assert got.dtype == expected.dtype and got.shape == expected.shape, (
+            f"{where}: {got.dtype} {tuple(got.shape)} != {expected.dtype} {tuple(expected.shape)}"
+        )
+        got, expected = torch.as_tensor(np.asarray(got)), torch.as_tensor(np.asarray(expected))
+        if expected.is_floating_point():
+            diff = (got.double() - expected.double()).abs().max().item() if expected.numel() else 0.0
+            assert diff <= 1e-6, f"{where}: differs by {diff}"
+        else:
+            assert torch.equal(got, expected), f"{where}: values differ"
+    elif isinstance(expected, list | tuple):
+        assert len(got) == len(expected), f"{where}: {len(got)} items != {len(expected)}"
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
+            assert_same(g, e, f"{where}[{i}]")
+    elif isinstance(expected, dict):
+        assert sorted(got) == sorted(expected), f"{where}: keys {sorted(got)} != {sorted(expected)}"
+        for key in expected:
+            assert_same(got[key], expected[key], f"{where}.{key}")
+    else:
+        assert got == expected, f"{where}: {got!r} != {expected!r}"
+
+
+def same_call(adapter, upstream, *args, **kwargs):
+    """The adapter's answer to a call equals upstream's, an exception of the same type included."""
+    try:
+        expected = upstream(*args, **kwargs)
+    except Exception as e:
+        with pytest.raises(type(e)):
+            adapter(*args, **kwargs)
+        return None
+    got = adapter(*args, **kwargs)
+    assert type(got) is type(expected)
+    assert_same(dict(got), dict(expected))
+    return got
+
+
+def pixels(height, width, seed=0):
+    return np.random.default_rng(seed + height * 7 + width).integers(0, 256, (height, width, 3), dtype=np.uint8)
+
+
+# Per-call kwargs each class takes (transformers' common ones): raw bytes, another filter, another mean and std.
+CALL_KWARGS = [
+    {"do_rescale": False, "do_normalize": False},
+    {"resample": 2},
+    {"image_mean": [0.1, 0.2, 0.3], "image_std": [0.9, 0.8, 0.7]},
+]
+
+
+@pytest.mark.parametrize("name", IMAGE_CLASSES)
+def test_image_processor_served_as_transformers_computes_it(served, name):
+    cls = processor_class(name)
+    upstream = cls()
+    adapter = FusedHFGenericImageProcessor(upstream)
+    assert isinstance(adapter, cls) and type(adapter).__name__ == name
+    # its default config: PIL images of odd sizes as a batch, tensors with return_tensors unset (transformers'
+    # containers), a tiny image (served, or refused as transformers refuses it)
+    same_call(
+        adapter, upstream, [Image.fromarray(pixels(97, 131)), Image.fromarray(pixels(300, 400))], return_tensors="pt"
+    )
+    tensors = [torch.from_numpy(pixels(233, 317)).permute(2, 0, 1), torch.from_numpy(pixels(41, 7)).permute(2, 0, 1)]
+    same_call(adapter, upstream, tensors)
+    same_call(adapter, upstream, Image.fromarray(pixels(5, 3)))
+    for kwargs in CALL_KWARGS:
+        same_call(adapter, upstream, Image.fromarray(pixels(121, 89)), return_tensors="pt", **kwargs)
+    assert served["resize"] > 0 or name in OWN_RESIZE
+    assert served["process_image"] > 0
+
+
+def test_a_12_megapixel_photo_is_served_as_transformers_computes_it(served):
+    cls = processor_class("LlavaNextImageProcessor")
+    same_call(FusedHFGenericImageProcessor(cls()), cls(), Image.fromarray(pixels(3000, 4000)), return_tensors="pt")
+    assert served["process_image"] > 0 and served["resize"] > 0
+
+
+def clip(frames, height, width):
+    return np.stack([pixels(height, width, seed) for seed in range(frames)])
+
+
+@pytest.mark.parametrize("name, kwargs", VIDEO_CLASSES, ids=[name for name, _ in VIDEO_CLASSES])
+def test_video_processor_served_as_transformers_computes_it(served, name, kwargs):
+    cls = processor_class(name)
+    upstream = cls()
+    adapter = FusedHFGenericVideoProcessor(upstream)
+    assert isinstance(adapter, cls)
+    videos = [clip(4, 97, 131), clip(4, 180, 240)]
+    same_call(adapter, upstream, videos, return_tensors="pt", **kwargs)
+    same_call(adapter, upstream, [torch.from_numpy(clip(4, 61, 89))], **kwargs)
+    same_call(adapter, upstream, videos[:1], do_rescale=False, do_normalize=False, return_tensors="pt", **kwargs)
+    assert served["resize"] > 0 or name in OWN_RESIZE
+
+
+def test_a_float_resize_without_antialias_is_handed_back_with_its_reason(caplog):
+    # Molmo 2 resizes float32 images without antialiasing (not what the engine computes): the backend's own.
+    cls = processor_class("Molmo2ImageProcessor")
+    upstream = cls()
+    adapter = FusedHFGenericImageProcessor(upstream)
+    with caplog.at_level(logging.INFO):
+        same_call(adapter, upstream, [Image.fromarray(pixels(97, 131))], return_tensors="pt")
+    said = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
+    assert said and "not a uint8 tensor" in said[0]
+
+
+def test_a_pil_image_that_is_not_rgb_is_read_by_the_backend_with_its_reason(caplog):
+    # transformers composites alpha on white (or not, by version) and expands greyscale: its own reading
+    cls = processor_class("LlavaNextImageProcessor")
+    upstream = cls()
+    adapter = FusedHFGenericImageProcessor(upstream)
+    rgba = Image.fromarray(np.dstack([pixels(60, 80), pixels(60, 80)[..., :1]]), "RGBA")
+    with caplog.at_level(logging.INFO):
+        same_call(adapter, upstream, [rgba, rgba.convert("L")], return_tensors="pt")
+    said = " ".join(r.getMessage() for r in caplog.records if "serves this call" in r.getMessage())
+    assert "process_image: a PIL image in mode RGBA" in said and "mode L" in said
+
+
+def test_the_adapter_stands_in_for_upstream_in_copies_pickles_and_class_lookups():
+    cls = processor_class("LlavaNextImageProcessor")
+    upstream = cls(do_pad=False)
+    adapter = FusedHFGenericImageProcessor(upstream)
+    assert isinstance(adapter, cls) and type(adapter).valid_kwargs is cls.valid_kwargs
+    assert adapter.to_dict() == upstream.to_dict() and adapter.do_pad is False and adapter.backend == "torchvision"
+    adapter.do_pad = True  # a write reaches upstream, which later calls read
+    assert upstream.do_pad is True
+    for other in (copy.deepcopy(adapter), pickle.loads(pickle.dumps(adapter))):
+        assert type(other) is type(adapter) and other.to_dict() == upstream.to_dict()
+        same_call(other, upstream, Image.fromarray(pixels(50, 70)), return_tensors="pt")
+
+
+def test_a_models_own_resize_runs_first_and_its_super_call_reaches_the_package(served):
+    # Lfm2Vl overrides resize and calls super().resize: the package's sits between it and the backend.
+    cls = processor_class("Lfm2VlImageProcessor")
+    adapter = FusedHFGenericImageProcessor(cls())
+    mro = type(adapter).__mro__
+    assert mro.index(cls) < mro.index(hf_primitives.TorchvisionPrimitives) < mro.index(hf_primitives.backend_of(cls))
+    same_call(adapter, cls(), Image.fromarray(pixels(700, 900)), return_tensors="pt")
+    assert served["resize"] > 0
+
+
+class _Holder:
+    """A transformers processor's shape as the engine plugins see it: image_processor and video_processor."""
+
+    def __init__(self, image_processor=None, video_processor=None):
+        self.image_processor = image_processor
+        self.video_processor = video_processor
+
+
+def test_stand_in_gives_the_generic_path_where_no_family_serves_and_the_family_where_one_does():
+    llava = processor_class("LlavaNextImageProcessor")
+    video = processor_class("LlavaNextVideoVideoProcessor")
+    qwen = processor_class("Qwen2VLImageProcessor")
+    holder = _Holder(llava(), video())
+    log = logging.getLogger("test")
+    said = hf_adapter.stand_in(
+        holder, "image_processor", "images", hf_adapter.FusedHFImageProcessor, hf_adapter.unsupported, log
+    )
+    assert isinstance(holder.image_processor, FusedHFGenericImageProcessor) and "generic path" in said
+    said = hf_adapter.stand_in(
+        holder, "video_processor", "videos", hf_adapter.FusedHFVideoProcessor, hf_adapter.unsupported_video, log
+    )
+    assert isinstance(holder.video_processor, FusedHFGenericVideoProcessor) and "generic path" in said
+    holder = _Holder(qwen())
+    hf_adapter.stand_in(
+        holder, "image_processor", "images", hf_adapter.FusedHFImageProcessor, hf_adapter.unsupported, log
+    )
+    assert isinstance(holder.image_processor, hf_adapter.FusedHFImageProcessor)  # the family wins
+
+
+def test_a_processor_on_neither_backend_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="neither transformers' TorchvisionBackend nor its PilBackend"):
+        FusedHFGenericImageProcessor(object())
+
+
+def test_the_vllm_plugin_serves_a_processor_without_a_family_by_the_generic_path_and_says_so(caplog):
+    from fused_input_norm import vllm_plugin
+
+    upstream = processor_class("ViTImageProcessor")()
+    processor = _Holder(upstream)
+    with caplog.at_level(logging.INFO, logger=vllm_plugin.logger.name):
+        vllm_plugin.serve_images(types.SimpleNamespace(model="/models/vit", architectures=["SomeViT"]), processor)
+    assert isinstance(processor.image_processor, FusedHFGenericImageProcessor)
+    assert processor.image_processor.upstream is upstream
+    said = [r.getMessage() for r in caplog.records if "fused_input_norm:" in r.getMessage()]
+    assert said == [
+        "fused_input_norm: the generic path serves images for ['SomeViT']: transformers' ViTImageProcessor runs "
+        "with fused_input_norm's exact primitives (reference 'torchvision'; no family: ViTImageProcessor is not an "
+        "image processor FusedImageProcessor reproduces)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "image, size, resample, antialias, why",
+    [
+        (torch.zeros(3, 20, 30), {"height": 10, "width": 10}, 2, True, "not a uint8 tensor"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8, device="meta"), {"height": 10, "width": 10}, 2, True, "meta"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 10, "width": 10}, 2, False, "antialias=False"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 10, "width": 10}, 0, True, "resample=0"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 1, "width": 1}, 2, True, "1x1"),
+        (torch.zeros(3, 20, 30, dtype=torch.uint8), {}, 2, True, "a size without"),
+    ],
+    ids=["float", "off-cpu", "no-antialias", "nearest", "1x1", "no-size"],
+)
+def test_the_torchvision_resize_hands_back_what_the_engine_does_not_reproduce(image, size, resample, antialias, why):
+    from transformers.image_utils import SizeDict
+
+    said = hf_primitives.torchvision_resize(image, SizeDict(**size), resample, antialias)
+    assert isinstance(said, str) and why in said
