@@ -8,6 +8,8 @@ from . import (
     clip,
     ernie4_5_vl,
     gemma3,
+    gemma4,
+    gemma4_unified,
     glm4v,
     got_ocr2,
     idefics3,
@@ -37,6 +39,8 @@ FAMILIES: dict[str, ModuleType] = {
         idefics3,
         ernie4_5_vl,
         paddleocr_vl,
+        gemma4,
+        gemma4_unified,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that
