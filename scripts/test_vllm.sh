@@ -8,7 +8,8 @@
 # serves, BLIP-2 to MuseGlimmer, plugin on vs off: ~2.5 min), tests/test_vllm_reach.py (scripts/vllm_reach.py's
 # table against the installed registry, ~20 s) and tests/test_vllm_copies.py (the copies served by a family,
 # CohereCompass, GLM-OCR, PaddleOCR-VL, and the processors vLLM builds elsewhere, OpenCUA and BAGEL, plugin on vs
-# off: ~60 s); ~13 min.
+# off: ~60 s) and tests/test_vllm_gemma4.py (Gemma 4, Gemma 4 Unified, DiffusionGemma served by the gemma4
+# family, plugin on vs off: ~90 s); ~14 min.
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
 # loader and multimodal processors needs (at the versions it asks for; transformers' Mistral backend needs
@@ -49,4 +50,4 @@ echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
 # import the installed copy.
 "$VENV/bin/pytest" -q -rs tests/test_vllm.py tests/test_vllm_processor.py tests/test_vllm_families.py \
   tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_generic.py tests/test_vllm_reach.py \
-  tests/test_vllm_pool.py tests/test_vllm_copies.py "$@"
+  tests/test_vllm_pool.py tests/test_vllm_copies.py tests/test_vllm_gemma4.py "$@"
