@@ -367,8 +367,8 @@ TESTS = pathlib.Path(__file__).resolve().parent.parent / "tests"
 
 def generic_tested() -> dict[str, dict[str, str]]:
     """Per modality ("images", "videos"): the architectures tests/test_vllm_generic.py compares in vLLM with the
-    generic path serving -> "" (served), or -> why it does not count them served (the test's UNSERVED; the
-    videos it does not compare, NO_VIDEOS)."""
+    generic path serving -> "" (served), or -> why it does not count them served (the test's UNSERVED /
+    VIDEO_UNSERVED; the videos it does not compare, NO_VIDEOS)."""
     sys.path.insert(0, str(TESTS))
     try:
         import test_vllm_generic as tested
@@ -376,13 +376,15 @@ def generic_tested() -> dict[str, dict[str, str]]:
         sys.path.remove(str(TESTS))
     out = {"images": {}, "videos": {}}
     for model, spec in tested.MODELS.items():  # (where a family has landed, the family's row wins anyway)
-        why = tested.UNSERVED.get(model, "")
-        if why:
-            why = f"the generic path stands in, but its resize and normalize never run ({why})"
-        out["images"][spec["arch"]] = why
-        if "video" in spec:
-            unchecked = tested.NO_VIDEOS.get(model)
-            out["videos"][spec["arch"]] = f"its vLLM test does not compare videos: {unchecked}" if unchecked else why
+        for medium, unserved in (("images", tested.UNSERVED), ("videos", tested.VIDEO_UNSERVED)):
+            if medium == "videos" and "video" not in spec:
+                continue
+            why = unserved.get(model, "")
+            if why:
+                why = f"the generic path stands in, but its resize never runs ({why})"
+            if medium == "videos" and model in tested.NO_VIDEOS:
+                why = f"its vLLM test does not compare videos: {tested.NO_VIDEOS[model]}"
+            out[medium][spec["arch"]] = why
     return out
 
 

@@ -87,8 +87,15 @@ def processor_class(name: str) -> type:
         found = getattr(transformers, name)
     except (ImportError, AttributeError) as e:
         pytest.skip(f"the installed transformers has no {name} ({type(e).__name__}: {e})")
-    if not TORCH_LANCZOS and getattr(found, "resample", None) == LANCZOS and not name.endswith("Pil"):
-        pytest.skip(NO_TORCH_LANCZOS)
+    if hf_primitives.backend_of(found) is None:
+        pytest.skip(f"the installed transformers builds {name} on neither TorchvisionBackend nor PilBackend")
+    if getattr(found, "resample", None) == LANCZOS and not name.endswith("Pil"):
+        from transformers.utils.import_utils import is_torchvision_greater_or_equal
+
+        if not TORCH_LANCZOS:
+            pytest.skip(NO_TORCH_LANCZOS)
+        if not is_torchvision_greater_or_equal("0.27"):  # transformers resizes with BICUBIC then: handed back
+            pytest.skip("LANCZOS before torchvision 0.27: transformers falls back to BICUBIC, which is its own")
     return found
 
 

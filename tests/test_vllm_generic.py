@@ -39,6 +39,19 @@ GEMMA4_TOKENS |= {"audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_toke
 GEMMA4_IDS = {"image_token_id": "<|image|>", "boi_token_id": "<|image>", "eoi_token_id": "<image|>"}
 GEMMA4_AUDIO_IDS = {"video_token_id": "<|video|>", "audio_token_id": "<|audio|>", "boa_token_id": "<|audio>"}
 GEMMA4_AUDIO_IDS["eoa_token_index"] = "<audio|>"
+# What Gemma 4's three architectures share (MODELS' fields, below), Gemma 4's own processor classes.
+GEMMA4 = dict(
+    processor="Gemma4Processor",
+    image="Gemma4ImageProcessor",
+    video="Gemma4VideoProcessor",
+    feature="Gemma4AudioFeatureExtractor",
+    special=["<bos>", "<eos>", "<|video|>"],
+    named=GEMMA4_TOKENS,
+    ids=GEMMA4_IDS | GEMMA4_AUDIO_IDS,
+    # vLLM's Gemma 4 reads the image token budget from vision_config.default_output_length
+    config_fields={"vision_config": {"default_output_length": 280}},
+    kwargs={"max_soft_tokens": 70},
+)
 MINICPM_TOKENS = {"image_token": "<|image_pad|>", "video_token": "<|video_pad|>", "image_start_token": "<image>"}
 MINICPM_TOKENS |= {"image_end_token": "</image>", "slice_start_token": "<slice>", "slice_end_token": "</slice>"}
 MINICPM_TOKENS |= {"image_id_start_token": "<image_id>", "image_id_end_token": "</image_id>"}
@@ -120,47 +133,20 @@ MODELS = {
         kwargs={"size": {"shortest_edge": 65536, "longest_edge": 262144}},
         video_request={"size": {"shortest_edge": 4096, "longest_edge": 65536}},
     ),
-    "gemma4": dict(
-        arch="Gemma4ForConditionalGeneration",
-        config="Gemma4Config",
-        processor="Gemma4Processor",
-        image="Gemma4ImageProcessor",
-        video="Gemma4VideoProcessor",
-        feature="Gemma4AudioFeatureExtractor",
-        special=["<bos>", "<eos>", "<|video|>"],
-        named=GEMMA4_TOKENS,
-        ids=GEMMA4_IDS | GEMMA4_AUDIO_IDS,
-        # vLLM's Gemma 4 reads the image token budget from vision_config.default_output_length
-        config_fields={"vision_config": {"default_output_length": 280}},
-        normalize=(True, False),
-        kwargs={"max_soft_tokens": 70},
-    ),
-    "gemma4_unified": dict(
+    "gemma4": GEMMA4 | dict(arch="Gemma4ForConditionalGeneration", config="Gemma4Config", normalize=(True, False)),
+    "gemma4_unified": GEMMA4
+    | dict(
         arch="Gemma4UnifiedForConditionalGeneration",
         config="Gemma4UnifiedConfig",
         processor="Gemma4UnifiedProcessor",
         image="Gemma4UnifiedImageProcessor",
         video="Gemma4UnifiedVideoProcessor",
         feature="Gemma4UnifiedAudioFeatureExtractor",
-        special=["<bos>", "<eos>", "<|video|>"],
-        named=GEMMA4_TOKENS,
-        ids=GEMMA4_IDS | GEMMA4_AUDIO_IDS,
         config_fields={"vision_config": {"num_soft_tokens": 280}},  # read by vLLM's Gemma 4 Unified
-        kwargs={"max_soft_tokens": 70},
     ),
-    "diffusion_gemma": dict(
-        arch="DiffusionGemmaForBlockDiffusion",
-        config="DiffusionGemmaConfig",
-        processor="Gemma4Processor",
-        image="Gemma4ImageProcessor",
-        video="Gemma4VideoProcessor",
-        feature="Gemma4AudioFeatureExtractor",
-        special=["<bos>", "<eos>", "<|video|>"],
-        named=GEMMA4_TOKENS,  # Gemma4Processor refuses a tokenizer without the audio tokens
-        ids=GEMMA4_IDS,
-        config_fields={"vision_config": {"default_output_length": 280}},
-        kwargs={"max_soft_tokens": 70},
-    ),
+    # (its tokenizer keeps the audio tokens: Gemma4Processor refuses one without them; its config has no audio)
+    "diffusion_gemma": GEMMA4
+    | dict(arch="DiffusionGemmaForBlockDiffusion", config="DiffusionGemmaConfig", ids=GEMMA4_IDS),
     "glm5_next": dict(
         arch="Glm5NextForConditionalGeneration",
         config="Glm5NextConfig",
@@ -221,23 +207,23 @@ MODELS = {
     ),
 }
 
-# Models whose processor the generic adapter stands in for, but where its resize and normalize never run: only
-# the PIL image's read (process_image, an exact copy) is the package's, the resampling and the arithmetic are
-# transformers' own code's, so these do not count as served (test_same_outputs_plugin_on_and_off asserts that
-# no resize or normalize kernel ran, and notices when one does). Gemma 4's processors resize with tvF.resize
-# directly (not the backend's resize) and only rescale (do_normalize off).
-GEMMA4_UNSERVED = "Gemma4ImageProcessor / Gemma4VideoProcessor call tvF.resize themselves and do not normalize"
-UNSERVED = {
-    "gemma4": GEMMA4_UNSERVED,
-    "gemma4_unified": GEMMA4_UNSERVED.replace("Gemma4", "Gemma4Unified"),
-    "diffusion_gemma": GEMMA4_UNSERVED,
+# Models whose image (video) processor the generic adapter stands in for, but where its resize never runs: only
+# the PIL image's read (process_image, an exact copy) is the package's, the resampling is transformers' own
+# code's (normalize is transformers' everywhere: the generic path keeps rescale_and_normalize), so these do not
+# count as served. test_same_outputs_plugin_on_and_off asserts that no resize kernel ran there (and that one did
+# everywhere else), so it notices when that changes.
+GEMMA4_UNSERVED = "Gemma 4's processors call tvF.resize themselves, not the backend's resize"
+MOLMO2_UNSERVED = "Molmo2 resizes float32 images, which the uint8 resize hands back"
+UNSERVED = {"gemma4": GEMMA4_UNSERVED, "gemma4_unified": GEMMA4_UNSERVED, "diffusion_gemma": GEMMA4_UNSERVED}
+UNSERVED["molmo2"] = MOLMO2_UNSERVED
+VIDEO_UNSERVED = UNSERVED | {
+    "glm5_next": "Glm5NextVideoProcessor calls TorchvisionBackend.resize by name, past the generic path's resize"
 }
 # The calls the generic path may hand back to transformers (the log line's reason), for any class: gray and
 # RGBA PIL images are read by transformers' own process_image, RGB ones by the package (vLLM 0.34.0 converts
 # the gray and RGBA requests here to RGB first, so none is logged today)...
 HANDED_BACK_ANY = {f"process_image: a PIL image in mode {mode} (served: RGB)" for mode in ("L", "RGBA")}
-# ... and by upstream class: Molmo 2 resizes float32 images (converted before its resize), which the uint8
-# kernels do not take; its normalize is served.
+# ... and by upstream class: Molmo 2's float32 resizes (UNSERVED).
 HANDED_BACK = {
     "Molmo2ImageProcessor": {"resize: an input that is not a uint8 tensor (torch.float32)"},
     "Molmo2VideoProcessor": {"resize: an input that is not a uint8 tensor (torch.float32)"},
@@ -262,11 +248,11 @@ def family_of(model: str, video: bool = False) -> str | None:
 
 
 def generic_serves(model: str, video: bool = False) -> bool:
-    """Whether the generic path serves the model's images (videos) here: no family, its primitives run (not
-    UNSERVED), and (videos) they are compared (not NO_VIDEOS)."""
+    """Whether the generic path serves the model's images (videos) here: no family, its resize runs (not
+    UNSERVED / VIDEO_UNSERVED), and (videos) they are compared (not NO_VIDEOS)."""
     if video and ("video" not in MODELS[model] or model in NO_VIDEOS):
         return False
-    return family_of(model, video) is None and model not in UNSERVED
+    return family_of(model, video) is None and model not in (VIDEO_UNSERVED if video else UNSERVED)
 
 
 def write_model(path: str, model: str) -> None:
@@ -350,7 +336,7 @@ def counting_kernels() -> dict:
     reason): the evidence that the package, not transformers, computed the outputs."""
     from fused_input_norm import hf_primitives
 
-    counts = {"pixels": 0, "resize": 0, "normalize": 0}
+    counts = {"pixels": 0, "resize": 0}
 
     def counted(function, name):
         def wrapper(*args, **kwargs):
@@ -361,8 +347,8 @@ def counting_kernels() -> dict:
 
         return wrapper
 
-    kernels = [("pil_pixels", "pixels"), ("torchvision_resize", "resize"), ("pil_resize", "resize")]
-    for attribute, name in [*kernels, ("normalized", "normalize")]:
+    kernels = [("pil_pixels", "pixels"), ("pil_array", "pixels"), ("torchvision_resize", "resize")]
+    for attribute, name in [*kernels, ("pil_resize", "resize")]:
         setattr(hf_primitives, attribute, counted(getattr(hf_primitives, attribute), name))
     return counts
 
@@ -411,6 +397,8 @@ def worker(root: str, out_path: str) -> None:
                 out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
                 results[f"{key}-{name}"] = outputs(out, "image")
                 names.append(name)
+            results[key + "-kernels"] = {name: counts[name] - before[name] for name in counts}
+            before = dict(counts)
             if "video" in spec and model not in NO_VIDEOS:
                 placeholder = model_class.get_placeholder_str("video", 1)
                 several = limits.get("video") != 1
@@ -419,7 +407,7 @@ def worker(root: str, out_path: str) -> None:
                     out = processor(prompt, data, hf_processor_mm_kwargs=kwargs)
                     results[f"{key}-{name}"] = outputs(out, "video")
                     names.append(name)
-            results[key + "-kernels"] = {name: counts[name] - before[name] for name in counts}
+            results[key + "-video-kernels"] = {name: counts[name] - before[name] for name in counts}
     torch.save(results, out_path)
 
 
@@ -472,11 +460,12 @@ def test_same_outputs_plugin_on_and_off(sides, model, device_normalize):
         if with_kwargs in names:
             assert changed(off[f"{key}-{plain}"], off[f"{key}-{with_kwargs}"]), (model, with_kwargs)
     assert ("video-kwargs" in names) == ("video_request" in MODELS[model] and model not in NO_VIDEOS), names
-    kernels = on[key + "-kernels"]
-    if model in UNSERVED and not family_of(model):
-        assert kernels["resize"] == kernels["normalize"] == 0, (UNSERVED[model], kernels)
-    elif generic_serves(model) or generic_serves(model, video=True):
-        assert sum(kernels.values()) > 0, kernels
+    for video, unserved in ((False, UNSERVED), (True, VIDEO_UNSERVED)):
+        kernels = on[key + ("-video-kernels" if video else "-kernels")]
+        if generic_serves(model, video):
+            assert kernels["resize"] > 0, (model, video, kernels)
+        elif model in unserved and not family_of(model, video):
+            assert kernels["resize"] == 0, (model, video, unserved[model], kernels)
 
 
 def test_no_call_handed_back_and_the_log_names_the_generic_path(sides):
