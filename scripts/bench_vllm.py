@@ -7,8 +7,9 @@ vLLM's own hashing of the image (its processor-cache key) is reported apart.
 
 --models: qwen2_vl (the default; both max_pixels settings) and any model of tests/test_vllm_families.py
 (its tiny model directories: the architectures the plugin serves by their image processor), each with its
-checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
-(4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
+checkpoint's config, and gemma4 / gemma4_unified (tests/test_vllm_generic.py's directories). Targets: issue 25
+(Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP (4032x3024) and 2x at 1080p against
+transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
 import argparse
@@ -62,6 +63,11 @@ def models() -> dict:
             continue
         _, placeholder, normalize, _ = families.MODELS[name]
         table[name] = (families.WRITERS[name], placeholder, normalize[0], name.startswith("internvl_chat"), [None])
+    import test_vllm_generic as generic  # Gemma 4's directories (served by the gemma4 family, not the generic path)
+
+    for name in ("gemma4", "gemma4_unified"):
+        normalize = generic.MODELS[name].get("normalize", (None,))[0]
+        table[name] = (lambda d, name=name: generic.write_model(d, name), "<|image|>", normalize, False, [None])
     return table
 
 
