@@ -89,6 +89,15 @@ FAMILIES = {
         },
         {"size", "pan_and_scan_max_num_crops"},
     ),
+    "gemma4": (
+        "Gemma4ImageProcessor",
+        {
+            "max_soft_tokens": [*HOSTILE, 70, 300],
+            "patch_size": [*HOSTILE, 1, 7],
+            "pooling_kernel_size": [*HOSTILE, 1, 40],
+        },
+        {"patch_size", "pooling_kernel_size"},
+    ),
 }
 
 
