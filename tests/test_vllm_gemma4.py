@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_vllm_families import assert_same_tensors, outputs
 from test_vllm_generic import MODELS as GENERIC_MODELS
 from test_vllm_generic import key_of, settings, write_model
-from test_vllm_processor import both_sides, class_name, photo
+from test_vllm_processor import class_name, photo, written_sides
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 pytestmark = pytest.mark.skipif(
@@ -87,10 +87,7 @@ def worker(root: str, out_path: str) -> None:
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory):
     """Both sides' results: (plugin on, plugin off), each with its log lines."""
-    root = tmp_path_factory.mktemp("models")
-    for model in MODELS:
-        write_model(str(root / model), model)
-    return both_sides(root, __file__)
+    return written_sides(tmp_path_factory, MODELS, write_model, __file__)
 
 
 @pytest.mark.parametrize(("model", "device_normalize"), [(m, n) for m in MODELS for n in settings(m)])
