@@ -14,6 +14,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import requires_cuda
 from family_checks import FP32_ATOL, as_input, assert_same, forbid_upstream, photo
 
 from fused_input_norm import FusedImageProcessor
@@ -135,6 +136,25 @@ def test_processor_from_the_saved_config(name):
     expected = cls()([as_input(backend, p) for p in photos], return_tensors="pt")
     got = processor([Image.fromarray(p) for p in photos] if backend == "pil" else photos)
     assert_same(got, expected, f"{name} from-config")
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+@pytest.mark.parametrize("name", ["gemma4", "unified"])
+def test_cuda_calls_equal_the_same_calls_on_the_cpu(name, dtype):
+    """device="cuda" (vLLM's --mm-processor-device): the same outputs as on the CPU, bit for bit, the pixels
+    left on the device, served."""
+    cls, backend = CLASSES[name]
+    kwargs = {"do_rescale": False} if dtype == "uint8" else {}
+    ours = FusedHFImageProcessor(cls())
+    images = [as_input(backend, hwc) for hwc in case_images("batch")]
+    on_cpu = ours(images, return_tensors="pt", **kwargs)
+    on_gpu = ours(images, return_tensors="pt", device="cuda", **kwargs)
+    assert not ours._logged, ours._logged
+    assert on_gpu["pixel_values"].device.type == "cuda"
+    assert set(on_gpu) == set(on_cpu)
+    for key in on_cpu:
+        assert torch.equal(on_gpu[key].cpu(), on_cpu[key]), key
 
 
 def test_budget_sizes_are_transformers():
