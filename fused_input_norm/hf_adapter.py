@@ -305,7 +305,8 @@ class FusedHFImageProcessor(_Adapter):
                 return "a multi-image sample with a call's image_mean (its padding reads the processor's own)"
             if not config["do_resize"]:
                 return "a multi-image sample without do_resize (its squares come out in different sizes)"
-        if config["do_rescale"] != config["do_normalize"]:
+        rescale_alone = getattr(family, "RESCALE_ALONE", False) and config["do_rescale"]
+        if config["do_rescale"] != config["do_normalize"] and not rescale_alone:
             return "do_rescale and do_normalize differ (both on, float32, or both off, uint8, are served)"
         raw = not config["do_rescale"]  # transformers then returns the resized bytes
         return_tensors = rest.pop("return_tensors", None)

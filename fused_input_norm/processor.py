@@ -200,6 +200,9 @@ class FusedImageProcessor:
                 top, left, height, width = box
                 region = region[..., top : top + height, left : left + width]
             region.zero_()
+        if plan.channel_last:  # rows [C, P * P] as the kernel wrote them, to [P * P, C] (base.Plan)
+            channel = self.norm.channel
+            out = out.view(-1, channel, plan.shape[-1] // channel).transpose(1, 2).reshape(plan.shape)
         return {"pixel_values": out.to(visual_dtype), **plan.extras}
 
     def _resize(self, dest, pixels, box, weight, bias, size, crop, patches=(), pad=()) -> None:

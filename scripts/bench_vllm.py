@@ -11,8 +11,8 @@ llava_next and granite4_vision included) and of
 tests/test_vllm_deepseek_ocr.py (deepseek_ocr, deepseek_ocr2, unlimited_ocr, unlimited_ocr2: vLLM's own
 processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM's own InternVL-style processors:
 h2ovl, nemotron_vl, nano_nemotron_vl) and of tests/test_vllm_moondream3.py (moondream3: vLLM's own
-Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), each with its
-checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), and gemma4 /
+gemma4_unified (tests/test_vllm_generic.py's directories), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
@@ -79,6 +79,11 @@ def models() -> dict:
 
     write = functools.partial(moondream3.write_moondream3, architecture="HfMoondream")
     table["moondream3"] = (write, "<|endoftext|><image>", None, False, [None])
+    import test_vllm_generic as generic  # Gemma 4's directories (served by the gemma4 family, not the generic path)
+
+    for name in ("gemma4", "gemma4_unified"):
+        normalize = generic.MODELS[name].get("normalize", (None,))[0]
+        table[name] = (lambda d, name=name: generic.write_model(d, name), "<|image|>", normalize, False, [None])
     return table
 
 

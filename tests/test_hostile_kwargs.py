@@ -98,6 +98,15 @@ FAMILIES = {
         },
         {"image_grid_pinpoints", "size", "crop_size"},
     ),
+    "gemma4": (
+        "Gemma4ImageProcessor",
+        {
+            "max_soft_tokens": [*HOSTILE, 70, 300],
+            "patch_size": [*HOSTILE, 1, 7],
+            "pooling_kernel_size": [*HOSTILE, 1, 40],
+        },
+        {"patch_size", "pooling_kernel_size"},
+    ),
 }
 
 

@@ -255,6 +255,14 @@ def sides(tmp_path_factory):
     return both_sides(root, __file__)
 
 
+def written_sides(tmp_path_factory, models, write, script: str) -> list[dict]:
+    """both_sides on fresh directories: write(path, model) for each of `models` under one temporary root."""
+    root = tmp_path_factory.mktemp("models")
+    for model in models:
+        write(str(root / model), model)
+    return both_sides(root, script)
+
+
 def both_sides(root, script: str, switches: tuple = ("1", "0")) -> list[dict]:
     """`script`'s worker run on the model directories under `root` with the plugin on, then off (`switches`),
     each in its own process as a server runs: their results, each with the log lines that name fused_input_norm."""

@@ -47,8 +47,8 @@ def test_the_table_names_only_architectures_of_the_registry(reach):
 def on_off_tested() -> dict[str, set[str]]:
     """The families (and vllm_* modules) whose vLLM on-vs-off test runs, per modality: images from
     tests/test_vllm_families.py's models, videos from its video models (InternVL chat, LLaVA-OV, InternVL-hf)
-    tests/test_vllm_processor.py's Qwen-VL models, tests/test_vllm_copies.py's models, and
-    tests/test_vllm_moondream3.py's (Moondream 3)."""
+    tests/test_vllm_processor.py's Qwen-VL models, tests/test_vllm_copies.py's and tests/test_vllm_gemma4.py's
+    models, and tests/test_vllm_moondream3.py's (Moondream 3)."""
     import test_vllm_families
     import test_vllm_processor
 
@@ -72,6 +72,9 @@ def on_off_tested() -> dict[str, set[str]]:
         images.add(config.kind_of({"image_processor_type": name}))
     for model in test_vllm_processor.MODELS:
         videos.add("qwen3_vl" if model == "qwen3_vl" else "qwen2_vl")
+    import test_vllm_gemma4  # Gemma 4, Gemma 4 Unified, DiffusionGemma: the gemma4 and gemma4_unified families
+
+    images |= set(test_vllm_gemma4.FAMILY.values())
     return {"images": images, "videos": videos}
 
 

@@ -9,6 +9,8 @@ from . import (
     deepseek_ocr,
     ernie4_5_vl,
     gemma3,
+    gemma4,
+    gemma4_unified,
     glm4v,
     got_ocr2,
     h2ovl,
@@ -47,6 +49,8 @@ FAMILIES: dict[str, ModuleType] = {
         paddleocr_vl,
         deepseek_ocr,
         moondream3,
+        gemma4,
+        gemma4_unified,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that

@@ -15,6 +15,8 @@ and optionally
   where that depends on more than PIL_BYTES_AS_FLOAT says (the adapter then calls it instead);
   UNSTACKED = {output: how}: how transformers lists that output when the call leaves return_tensors unset
   (see unstack; outputs not named stay as the "pt" call's);
+RESCALE_ALONE = True: its checkpoints rescale without normalizing (float32 x * rescale_factor), which the
+  adapter then serves (elsewhere it serves do_rescale and do_normalize both on or both off);
 TORCHVISION_ONLY = True: transformers has no Pil backend for it, and reference "pil" is refused;
 normalize_steps(settings) -> torch.dtype | None: the dtype transformers rescales and then normalizes in,
   rounding after each step (Llama 4's bfloat16), where it does so; absent or None: the one float32 affine.
@@ -135,6 +137,9 @@ class Plan:
     # height, width) boxes of those [C, H, W] slots.
     zero: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
     stages: list[Stage] = dataclasses.field(default_factory=list)  # images len(images) + k, before the jobs
+    # The slots are patch rows (Job.patches (1, P, 1)) laid out channel-last, [P, P, C] (Gemma 4): the kernel
+    # writes its rows [C, P, P] and the core transposes each in one copy at the end (no kernel move for it yet).
+    channel_last: bool = False
 
 
 def side(where: str, name: str, value: object) -> int:
