@@ -14,7 +14,7 @@ rows). The hook wraps `cached_processor_from_config` where vLLM's processing con
 name into that module, so that is the name to wrap). Other processors, and calls these do not reproduce,
 stay with transformers; one log line per model says which processor serves its images and videos, and why
 where it is transformers'. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
-served by vllm_internvl, with its own log line.
+served by vllm_internvl, and Step3-VL's (Step3VLImageProcessor) by vllm_step3, each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -33,7 +33,7 @@ import os
 
 import torch
 
-from . import build_info, ops, vllm_internvl
+from . import build_info, ops, vllm_internvl, vllm_step3
 from .hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor, stand_in, unsupported, unsupported_video
 from .module import channel_view
 
@@ -85,6 +85,7 @@ def register_image_processor() -> None:
     if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
         return
     _say_once(("internvl",), "fused_input_norm: %s", vllm_internvl.serve(logger))
+    _say_once(("step3",), "fused_input_norm: %s", vllm_step3.serve(logger))
 
     @functools.wraps(original)
     def cached_processor_from_config(model_config, *args, **kwargs):

@@ -4,7 +4,8 @@
 # serving images: Qwen-VL, LLaVA, PaliGemma, Qwen3-VL-MoE, Gemma 3, GLM-4.1V, InternVL (vLLM's own and
 # transformers' format), LLaVA-OneVision, Idefics3, SmolVLM, Llama 4, Mistral Small 3.x, Pixtral-12B) and
 # tests/test_vllm_server.py (the server's request path), tests/test_vllm_hostile.py (hostile per-request
-# kwargs, plugin on vs off: ~40 s) and tests/test_vllm_reach.py (scripts/vllm_reach.py's table against the
+# kwargs, plugin on vs off: ~40 s), tests/test_vllm_step3.py (vLLM's own Step3VLImageProcessor, served in its
+# class by vllm_step3, plugin on vs off) and tests/test_vllm_reach.py (scripts/vllm_reach.py's table against the
 # installed registry, ~20 s); ~10 min.
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
@@ -45,4 +46,4 @@ echo "fused_input_norm built and installed in $(( $(date +%s) - start )) s"
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
 # import the installed copy.
 "$VENV/bin/pytest" -q -rs tests/test_vllm.py tests/test_vllm_processor.py tests/test_vllm_families.py \
-  tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_reach.py tests/test_vllm_pool.py "$@"
+  tests/test_vllm_server.py tests/test_vllm_hostile.py tests/test_vllm_step3.py tests/test_vllm_reach.py tests/test_vllm_pool.py "$@"
