@@ -84,7 +84,7 @@ def serve(log: logging.Logger) -> str:
         module = importlib.import_module(MODULE)
     except ImportError as e:
         return f"vLLM's InternVL processors stay vLLM's: this vLLM has no {MODULE} ({e})"
-    handed_back = _HandedBack(log)
+    handed_back = HandedBack(log)
     said = [
         _wrap(module, CLASS, "images", IMAGES, _serve_images, handed_back),
         _wrap(module, VIDEO_CLASS, "videos", VIDEOS, _serve_videos, handed_back),
@@ -200,7 +200,7 @@ def _processor(items: tuple) -> FusedImageProcessor:
     return FusedImageProcessor.from_preprocessor_config(config, device=torch.device("cpu"), reference="pil")
 
 
-class _HandedBack:
+class HandedBack:
     """Logs why vLLM's code serves a call, once per reason (at most MAX_LOGGED_REASONS of them)."""
 
     def __init__(self, log: logging.Logger):

@@ -31,7 +31,7 @@ import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import _HandedBack, moved
+from .vllm_internvl import HandedBack, moved
 
 MODULE = "vllm.transformers_utils.processors.step3_vl"
 CLASS = "Step3VLImageProcessor"
@@ -80,7 +80,7 @@ def serve(log: logging.Logger) -> str:
         reason = f"its MAX_IMAGE_SIZE is not {MAX_IMAGE_SIZE}"
     if reason is not None:
         return f"vLLM's {CLASS} serves: {reason}"
-    handed_back = _HandedBack(log)
+    handed_back = HandedBack(log)
 
     @functools.wraps(original)
     def __call__(self, images, return_tensors=None):

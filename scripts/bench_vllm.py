@@ -7,7 +7,8 @@ vLLM's own hashing of the image (its processor-cache key) is reported apart.
 
 --models: qwen2_vl (the default; both max_pixels settings) and any model of tests/test_vllm_families.py
 (its tiny model directories: the architectures the plugin serves by their image processor), each with its
-checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+checkpoint's config, and step3_vl (tests/test_vllm_step3.py: vLLM's own Step3VLImageProcessor, served in its
+class). Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
@@ -62,6 +63,9 @@ def models() -> dict:
             continue
         _, placeholder, normalize, _ = families.MODELS[name]
         table[name] = (families.WRITERS[name], placeholder, normalize[0], name.startswith("internvl_chat"), [None])
+    import test_vllm_step3 as step3  # vLLM's own Step3VLImageProcessor (vllm_step3)
+
+    table["step3_vl"] = (step3.write_step3_vl, step3.PLACEHOLDER, None, False, [None])
     return table
 
 

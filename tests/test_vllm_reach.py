@@ -46,7 +46,7 @@ def test_the_table_names_only_architectures_of_the_registry(reach):
 def on_off_tested() -> dict[str, set[str]]:
     """The families (and vllm_* modules) whose vLLM on-vs-off test runs, per modality: images from
     tests/test_vllm_families.py's models, videos from its video models (InternVL chat, LLaVA-OV, InternVL-hf)
-    and tests/test_vllm_processor.py's Qwen-VL models."""
+    and tests/test_vllm_processor.py's Qwen-VL models; images also from tests/test_vllm_step3.py (Step3-VL)."""
     import test_vllm_families
     import test_vllm_processor
 
@@ -61,6 +61,7 @@ def on_off_tested() -> dict[str, set[str]]:
             videos.add(config.video_kind_of({"video_processor_type": name}))
     if "internvl_chat" in run:  # vLLM's own InternVL processor: served by vllm_internvl
         images.add("vllm_internvl")
+    images.add("vllm_step3")  # tests/test_vllm_step3.py: vLLM's own Step3-VL processor
     images.add("qwen2_vl")  # tests/test_vllm_processor.py: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
     for model in test_vllm_processor.MODELS:
         videos.add("qwen3_vl" if model == "qwen3_vl" else "qwen2_vl")
