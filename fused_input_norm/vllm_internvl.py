@@ -131,6 +131,20 @@ def _served(module, cls, upstream, argument: str, args: tuple, kwargs: dict, ser
 
 def _serve_images(module, upstream, images, kwargs: dict) -> object:
     """The BatchFeature vLLM's InternVLChatImageProcessor returns, or why this call goes to vLLM's code."""
+    images = pil_images(images, SERVED_MODES, "vLLM resizes it in that mode, then converts it to RGB")
+    if isinstance(images, str):
+        return images
+    bounds = {key: kwargs.get(key) for key in ("min_dynamic_patch", "max_dynamic_patch", "dynamic_image_size")}
+    bounds = {key: getattr(upstream, key) if value is None else value for key, value in bounds.items()}
+    out = _run(module, upstream, images, {**bounds, "use_thumbnail": upstream.use_thumbnail}, kwargs)
+    if isinstance(out, str):
+        return out
+    return _batch({"pixel_values_flat": out["pixel_values"], "image_num_patches": out["num_patches"]}, kwargs)
+
+
+def pil_images(images, modes: tuple, why: str) -> list | str:
+    """The call's image or images as a list, or why they are not served: none, one that is not a PIL image, or
+    one whose mode is not in `modes` (`why`: what vLLM does with those)."""
     images = images if isinstance(images, list) else [images]
     if not images:
         return "no images"
@@ -139,14 +153,9 @@ def _serve_images(module, upstream, images, kwargs: dict) -> object:
     for image in images:
         if not isinstance(image, Image.Image):
             return f"an image that is not a PIL image ({type(image).__name__})"
-        if image.mode not in SERVED_MODES:
-            return f"a {image.mode} image (vLLM resizes it in that mode, then converts it to RGB)"
-    bounds = {key: kwargs.get(key) for key in ("min_dynamic_patch", "max_dynamic_patch", "dynamic_image_size")}
-    bounds = {key: getattr(upstream, key) if value is None else value for key, value in bounds.items()}
-    out = _run(module, upstream, images, {**bounds, "use_thumbnail": upstream.use_thumbnail}, kwargs)
-    if isinstance(out, str):
-        return out
-    return _batch({"pixel_values_flat": out["pixel_values"], "image_num_patches": out["num_patches"]}, kwargs)
+        if image.mode not in modes:
+            return f"a {image.mode} image ({why})"
+    return images
 
 
 def _serve_videos(module, upstream, videos, kwargs: dict) -> object:

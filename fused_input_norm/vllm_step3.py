@@ -31,7 +31,7 @@ import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, moved
+from .vllm_internvl import HandedBack, moved, pil_images
 
 MODULE = "vllm.transformers_utils.processors.step3_vl"
 CLASS = "Step3VLImageProcessor"
@@ -101,16 +101,9 @@ def _served(cls, upstream, images, return_tensors) -> object:
         return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
     if return_tensors not in (None, "pt"):
         return f"return_tensors={return_tensors!r} (only 'pt' is served)"
-    images = images if isinstance(images, list) else [images]
-    if not images:
-        return "no images"
-    from PIL import Image
-
-    for image in images:
-        if not isinstance(image, Image.Image):
-            return f"an image that is not a PIL image ({type(image).__name__})"
-        if image.mode != "RGB":
-            return f"a {image.mode} image (vLLM normalizes its own channels)"
+    images = pil_images(images, ("RGB",), "vLLM's Normalize fails on other than 3 channels")
+    if isinstance(images, str):
+        return images
     views = [_views(upstream, image) for image in images]
     for view in views:
         if isinstance(view, str):
