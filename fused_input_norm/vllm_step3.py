@@ -56,6 +56,9 @@ MAX_IMAGE_SIZE = 3024  # vLLM's MODULE.MAX_IMAGE_SIZE (checked by serve)
 MEAN = (0.48145466, 0.4578275, 0.40821073)  # Step3VisionProcessor's, in its __init__ (checked by its digest)
 STD = (0.26862954, 0.26130258, 0.27577711)
 
+# The global view's rows normalized at a time (3 x 32 x 3024 floats: 1.1 MiB at the 3024 cap), each band's
+# width pass run while it is in cache: the whole image normalized first (82 MiB at the cap) cost as much again.
+GLOBAL_BAND_ROWS = 32
 _PLANS = resize.PlanCache()
 
 
@@ -135,8 +138,7 @@ def _views(upstream, image) -> tuple[torch.Tensor, torch.Tensor, list[bool]] | s
     capped_w, capped_h = patcher.get_image_size_for_preprocess(width, height)
     if (capped_w, capped_h) != (width, height):
         pixels = _uint8(pixels, (capped_h, capped_w))
-    global_view = _normalized(pixels, (capped_h, capped_w))
-    global_view = _float_resize(global_view, upstream.image_size)
+    global_view = _global_view(pixels, upstream.image_size)
     window = patcher.determine_window_size(max(capped_w, capped_h), min(capped_w, capped_h))
     if window == 0 or not patcher.enable_patch:
         return global_view, global_view.new_empty((0, 3, upstream.patch_size, upstream.patch_size)), []
@@ -187,10 +189,25 @@ def _uint8(pixels: torch.Tensor, size: tuple[int, int], pad=()) -> torch.Tensor:
     return out
 
 
-def _normalized(pixels: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    out = torch.empty((1, 3, *size), dtype=torch.float32)
-    _resize_into(out, pixels, size)
-    return out
+def _global_view(pixels: torch.Tensor, side: int) -> torch.Tensor:
+    """ToTensor, Normalize, then torchvision's Resize((side, side), BILINEAR, antialias=True), as the same
+    floats: torch's antialiased resize runs the width pass, then the height pass, so the width pass runs here a
+    band of rows at a time on the band just normalized (still in cache), and the height pass once after."""
+    height, width = pixels.shape[-2:]
+    if (height, width) == (side, side):  # torchvision returns the normalized image itself
+        out = torch.empty((1, 3, side, side), dtype=torch.float32)
+        _resize_into(out, pixels, (side, side))
+        return out
+    weight, bias = _affine_constants()
+    narrowed = torch.empty((1, 3, height, side), dtype=torch.float32)
+    band = torch.empty(3 * min(height, GLOBAL_BAND_ROWS) * width, dtype=torch.float32)
+    for top in range(0, height, GLOBAL_BAND_ROWS):
+        rows = min(GLOBAL_BAND_ROWS, height - top)
+        normalized = band[: 3 * rows * width].view(1, 3, rows, width)  # the op writes contiguous outputs
+        crop = (top, 0, rows, width)
+        resize.resize_into(normalized, pixels, weight, bias, (height, width), crop, "bilinear", "pil", _PLANS)
+        narrowed[:, :, top : top + rows] = normalized if width == side else _interpolate(normalized, (rows, side))
+    return narrowed if height == side else _interpolate(narrowed, (side, side))
 
 
 def _float_resize(views: torch.Tensor, side: int) -> torch.Tensor:
@@ -198,6 +215,8 @@ def _float_resize(views: torch.Tensor, side: int) -> torch.Tensor:
     and none where the size does not change (torchvision returns the tensor itself)."""
     if views.shape[-2:] == (side, side):
         return views
-    return torch.nn.functional.interpolate(
-        views, size=[side, side], mode="bilinear", align_corners=False, antialias=True
-    )
+    return _interpolate(views, (side, side))
+
+
+def _interpolate(views: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    return torch.nn.functional.interpolate(views, size=list(size), mode="bilinear", align_corners=False, antialias=True)
