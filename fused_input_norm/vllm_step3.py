@@ -10,7 +10,7 @@ ToTensor, Normalize, and resized to patch_size where the window is smaller).
 
 `serve` replaces Step3VLImageProcessor's `__call__` with one that runs the uint8 steps (the pad, Pillow's
 bilinear resizes, the windows cut as tiles, ToTensor + Normalize) in the package's fused resize op, reference
-"pil", one kernel call per view; the float resizes of normalized views (the global view to image_size, a
+"pil" (one call for all of an image's windows; the global view normalized in bands of rows); the float resizes of normalized views (the global view to image_size, a
 window smaller than patch_size) are torch's antialiased bilinear `interpolate`, the very call torchvision
 makes. Windows, newline masks and sizes come from vLLM's own ImagePatcher (arithmetic only), so the output
 is the same pixel_values, num_patches, patch_pixel_values and patch_newline_mask.
