@@ -5,7 +5,7 @@
 # transformers' format), LLaVA-OneVision, Idefics3, SmolVLM, Llama 4, Mistral Small 3.x, Pixtral-12B) and
 # tests/test_vllm_server.py (the server's request path), tests/test_vllm_hostile.py (hostile per-request
 # kwargs, plugin on vs off: ~40 s), tests/test_vllm_step3.py (vLLM's own Step3VLImageProcessor, served in its
-# class by vllm_step3, plugin on vs off) and tests/test_vllm_reach.py (scripts/vllm_reach.py's table against the
+# class by vllm_step3, plugin on vs off: ~35 s) and tests/test_vllm_reach.py (scripts/vllm_reach.py's table against the
 # installed registry, ~20 s); ~10 min.
 # vllm pins torch==2.14.0, so it goes in with --no-deps beside torch 2.14.1, with only the requirements
 # from its METADATA that importing its config, plugin loader, CustomOp, FusedMMInputNorm, dummy weight
