@@ -352,6 +352,14 @@ def _serve_images(served: dict, upstream, images, kwargs: dict) -> object:
 
 def _unserved(images: list, why_mode: str) -> str | None:
     """Why these images are not served (None: they are)."""
+    images = pil_images(images, SERVED_MODES, why_mode)
+    return images if isinstance(images, str) else None
+
+
+def pil_images(images, modes: tuple, why: str) -> list | str:
+    """The call's image or images as a list, or why they are not served: none, one that is not a PIL image, or
+    one whose mode is not in `modes` (`why`: what vLLM does with those). vllm_step3 shares it."""
+    images = images if isinstance(images, list) else [images]
     if not images:
         return "no images"
     from PIL import Image
@@ -359,9 +367,9 @@ def _unserved(images: list, why_mode: str) -> str | None:
     for image in images:
         if not isinstance(image, Image.Image):
             return f"an image that is not a PIL image ({type(image).__name__})"
-        if image.mode not in SERVED_MODES:
-            return f"a {image.mode} image ({why_mode})"
-    return None
+        if image.mode not in modes:
+            return f"a {image.mode} image ({why})"
+    return images
 
 
 def _serve_videos(upstream, videos, kwargs: dict) -> object:

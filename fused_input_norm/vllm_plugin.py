@@ -19,7 +19,8 @@ where it is transformers'. The models whose vLLM processing builds its transform
 LLaVA-OneVision-2, BAGEL: BUILT_ELSEWHERE) are reached by wrapping their processing info class's
 get_hf_processor when vLLM imports their module. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
 served by vllm_internvl, vLLM's own DeepSeek-OCR processor (DeepSeek-OCR, -2, Unlimited-OCR) by
-vllm_deepseek_ocr, and Moondream 3's (Moondream3Processor) by vllm_moondream3, each with its own log line.
+vllm_deepseek_ocr, Moondream 3's (Moondream3Processor) by vllm_moondream3, and Step3-VL's (Step3VLImageProcessor) by
+vllm_step3, each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -38,7 +39,7 @@ import os
 
 import torch
 
-from . import build_info, ops, vllm_deepseek_ocr, vllm_internvl, vllm_moondream3
+from . import build_info, ops, vllm_deepseek_ocr, vllm_internvl, vllm_moondream3, vllm_step3
 from .hf_adapter import (
     FusedHFGenericImageProcessor,
     FusedHFGenericVideoProcessor,
@@ -112,6 +113,7 @@ def register_image_processor() -> None:
     _say_once(("internvl",), "fused_input_norm: %s", vllm_internvl.serve(logger))
     _say_once(("deepseek_ocr",), "fused_input_norm: %s", vllm_deepseek_ocr.serve(logger))
     _say_once(("moondream3",), "fused_input_norm: %s", vllm_moondream3.serve(logger))
+    _say_once(("step3",), "fused_input_norm: %s", vllm_step3.serve(logger))
 
     @functools.wraps(original)
     def cached_processor_from_config(model_config, *args, **kwargs):

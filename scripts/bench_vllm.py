@@ -12,7 +12,8 @@ tests/test_vllm_deepseek_ocr.py (deepseek_ocr, deepseek_ocr2, unlimited_ocr, unl
 processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM's own InternVL-style processors:
 h2ovl, nemotron_vl, nano_nemotron_vl) and of tests/test_vllm_moondream3.py (moondream3: vLLM's own
 Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), and gemma4 /
-gemma4_unified (tests/test_vllm_generic.py's directories), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py: vLLM's own
+Step3VLImageProcessor, served in its class), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
@@ -84,6 +85,9 @@ def models() -> dict:
     for name in ("gemma4", "gemma4_unified"):
         normalize = generic.MODELS[name].get("normalize", (None,))[0]
         table[name] = (lambda d, name=name: generic.write_model(d, name), "<|image|>", normalize, False, [None])
+    import test_vllm_step3 as step3  # vLLM's own Step3VLImageProcessor (vllm_step3)
+
+    table["step3_vl"] = (step3.write_step3_vl, step3.PLACEHOLDER, None, False, [None])
     return table
 
 
