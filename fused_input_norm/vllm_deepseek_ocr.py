@@ -57,6 +57,8 @@ SUBCLASSES = {
         False,
     ),  # the page padded as it is
 }
+# The vLLM classes whose images this module serves (scripts/vllm_reach.py reads it).
+IMAGE_CLASSES = (CLASS, *SUBCLASSES)
 
 
 class _Shape:

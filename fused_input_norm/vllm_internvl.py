@@ -148,6 +148,8 @@ NANO = {
     f"{NANO_BASE}._images_to_pixel_values_lst": "5fd39ec7770544b93e2cc4efa2fc3f21dcbd86dd9a1c61ea8476cfd9f71cf96d",
     f"{NANO_BASE}._preprocess_image": "fdc0f50d1036394ecccaecfa1d0909b4a39ac65decc0112e4c57696ac52d8e17",
 }
+# The vLLM classes whose images this module serves (scripts/vllm_reach.py reads it; VIDEO_CLASS: videos).
+IMAGE_CLASSES = (*SERVED, NANO_CLASS)
 MAX_LOGGED_REASONS = 64
 # vLLM resizes the image in its own mode, then converts it to RGB: for these modes that is the same as
 # converting first (gray repeated to 3 channels), as FusedImageProcessor does.

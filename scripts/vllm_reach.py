@@ -346,19 +346,21 @@ def read_model(module: str, cls: str) -> dict:
     return {"media": media, "hook": hook, "asks": sorted(set(asks)), "info": info_name, "import_error": None}
 
 
-def plugin_modules() -> dict[str, str]:
-    """vLLM processor class -> the fused_input_norm module that serves it in place (each vllm_* module with a
-    CLASS, and a VIDEO_CLASS for videos)."""
+def plugin_modules() -> dict[str, dict[str, str]]:
+    """Per modality ("images", "videos"): vLLM processor class -> the fused_input_norm module that serves it in
+    place (each vllm_* module's CLASS or IMAGE_CLASSES for images, its VIDEO_CLASS for videos)."""
     import fused_input_norm
 
-    served = {}
+    served = {"images": {}, "videos": {}}
     for found in pkgutil.iter_modules(fused_input_norm.__path__):
         if not found.name.startswith("vllm_"):
             continue
         module = importlib.import_module(f"fused_input_norm.{found.name}")
-        for attribute in ("CLASS", "VIDEO_CLASS"):
-            if isinstance(getattr(module, attribute, None), str):
-                served[getattr(module, attribute)] = found.name
+        for name in (getattr(module, "CLASS", None), *getattr(module, "IMAGE_CLASSES", ())):
+            if isinstance(name, str):
+                served["images"][name] = found.name
+        if isinstance(getattr(module, "VIDEO_CLASS", None), str):
+            served["videos"][module.VIDEO_CLASS] = found.name
     return served
 
 
@@ -386,6 +388,25 @@ def generic_tested() -> dict[str, dict[str, str]]:
                 why = f"its vLLM test does not compare videos: {tested.NO_VIDEOS[model]}"
             out[medium][spec["arch"]] = why
     return out
+
+
+def built_elsewhere() -> set[str]:
+    """The vLLM model modules whose processing builds its transformers processor itself, where the plugin
+    reaches it (vllm_plugin.BUILT_ELSEWHERE)."""
+    from fused_input_norm import vllm_plugin
+
+    return set(vllm_plugin.BUILT_ELSEWHERE)
+
+
+def elsewhere_tested() -> set[str]:
+    """The architectures tests/test_vllm_copies.py runs through vLLM plugin on vs off (those of BUILT_ELSEWHERE
+    among them count as served)."""
+    sys.path.insert(0, str(TESTS))
+    try:
+        import test_vllm_copies as tested
+    finally:
+        sys.path.remove(str(TESTS))
+    return {architecture for architecture, *_ in tested.MODELS.values()}
 
 
 def _generic(cls: str) -> bool:
@@ -436,16 +457,22 @@ def _medium(
     wrapped = [served_in_place[a] for a in model["asks"] if a in served_in_place]
     if model["hook"] is False and wrapped:  # a processor vLLM builds itself, served at class level
         return wrapped[0], ""
+    if model["hook"] is False and model["module"] in built_elsewhere():
+        if model["architecture"] in elsewhere_tested():
+            return family, ""
+        return "transformers", f"{cls} ({family}), reached where vLLM builds it (BUILT_ELSEWHERE), with no vLLM test"
     if model["hook"] is False:
         return "transformers", f"{cls} ({family}) but vLLM builds its processor outside cached_processor_from_config"
     return family, ""
 
 
-def row(arch: str, module: str, cls: str, served_in_place: Mapping[str, str], generic: Mapping | None = None) -> dict:
+def row(
+    arch: str, module: str, cls: str, served_in_place: Mapping[str, Mapping[str, str]], generic: Mapping | None = None
+) -> dict:
     """One architecture's row: media, what serves images and videos, the status and why (`generic`:
     generic_tested(), by default none checked)."""
     generic = generic or {"images": {}, "videos": {}}
-    model = read_model(module, cls) | {"architecture": arch}
+    model = read_model(module, cls) | {"architecture": arch, "module": model_module_name(module)}
     media = model["media"]
     entry = {"architecture": arch, "module": model_module_name(module), "media": sorted(media)}
     hook = {True: "cached_processor_from_config", False: "elsewhere", None: "?"}[model["hook"]]
@@ -465,7 +492,7 @@ def row(arch: str, module: str, cls: str, served_in_place: Mapping[str, str], ge
         if medium[:-1] not in media:
             entry[medium] = "-"
             continue
-        server, why = _medium(name, video, model, served_in_place, generic[medium])
+        server, why = _medium(name, video, model, served_in_place.get(medium, {}), generic[medium])
         entry[medium] = server
         if why:
             whys.append(f"{medium}: {why}")

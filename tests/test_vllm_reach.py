@@ -92,7 +92,7 @@ UNTESTED_IN_VLLM = {("videos", "glm4v"), ("images", "ernie4_5_vl")}
 def test_every_served_row_names_a_family_with_its_vllm_on_off_test(rows, reach):
     from fused_input_norm import config, families
 
-    modules = set(reach.plugin_modules().values())
+    modules = {module for served in reach.plugin_modules().values() for module in served.values()}
     tested = on_off_tested()
     served = [r for r in rows if r["status"] in ("served", "partly")]
     assert served, "no architecture served at all"
@@ -191,10 +191,19 @@ def test_a_new_family_shows_up_without_an_edit(reach, monkeypatch):
 
 
 def test_a_processor_vllm_builds_itself_is_served_by_the_module_that_wraps_it(reach):
-    """OpenCUA's processor is built outside cached_processor_from_config; a vllm_* module wrapping its class
-    (served_in_place) would serve it, and without one the row says why not."""
-    module, cls = "opencua", "OpenCUAForConditionalGeneration"
-    unserved = reach.row("OpenCUAForConditionalGeneration", module, cls, {})
-    assert unserved["status"] == "not" and "outside cached_processor_from_config" in unserved["why"]
-    served = reach.row("OpenCUAForConditionalGeneration", module, cls, {"OpenCUAProcessor": "vllm_opencua"})
-    assert (served["images"], served["status"]) == ("vllm_opencua", "served")
+    """Processors vLLM builds outside cached_processor_from_config: OpenCUA's (vllm_plugin.BUILT_ELSEWHERE,
+    run plugin on vs off by test_vllm_copies) is served by its family; LLaVA-OneVision-2's is reached the same
+    way but has no vLLM test, so its row says not, and why; H2OVL's (vLLM's own class) by the vllm_* module
+    that wraps it (served_in_place), and without one the row says why not."""
+    from vllm.model_executor.models import registry
+
+    def row(architecture: str, served_in_place: dict) -> dict:
+        return reach.row(architecture, *registry._MULTIMODAL_MODELS[architecture], served_in_place)
+
+    opencua = row("OpenCUAForConditionalGeneration", {})
+    assert (opencua["images"], opencua["status"]) == ("qwen2_vl", "served"), opencua
+    ov2 = row("LlavaOnevision2ForConditionalGeneration", {})
+    assert ov2["images"] == "transformers" and "BUILT_ELSEWHERE), with no vLLM test" in ov2["why"], ov2
+    assert row("H2OVLChatModel", {})["status"] == "not"
+    h2ovl = row("H2OVLChatModel", {"images": {"H2OVLImageProcessor": "vllm_internvl"}})
+    assert (h2ovl["images"], h2ovl["videos"], h2ovl["status"]) == ("vllm_internvl", "vLLM", "partly"), h2ovl
