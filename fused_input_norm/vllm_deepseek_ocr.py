@@ -19,7 +19,6 @@ vllm is imported only inside `serve`.
 """
 
 import copy
-import functools
 import importlib
 import inspect
 import logging
@@ -27,7 +26,7 @@ import logging
 import torch
 
 from .families import deepseek_ocr
-from .vllm_internvl import HandedBack, digest, moved, processor
+from .vllm_internvl import HandedBack, digest, moved, processor, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.deepseek_ocr"
 UNLIMITED_MODULE = "vllm.transformers_utils.processors.unlimited_ocr"
@@ -101,18 +100,12 @@ def serve(log: logging.Logger) -> str:
     handed_back = HandedBack(log)
     signature = inspect.signature(original)
 
-    @functools.wraps(original)
-    def tokenize_with_images(self, *args, **kwargs):
-        call = signature.bind(self, *args, **kwargs)
+    def serve_call(upstream, args: tuple, kwargs: dict) -> tuple | str:
+        call = signature.bind(upstream, *args, **kwargs)
         call.apply_defaults()
-        out = _served(original, self, resize_first, call.arguments)
-        if isinstance(out, str):
-            handed_back(type(self).__name__, out)
-            return original(self, *args, **kwargs)
-        return out
+        return _served(original, upstream, resize_first, call.arguments)
 
-    tokenize_with_images.fused_input_norm_wrapped = original
-    cls.tokenize_with_images = tokenize_with_images
+    wrap_method(cls, "tokenize_with_images", serve_call, handed_back)
     return served
 
 

@@ -307,20 +307,32 @@ def _wrap(cls: type, argument: str, serve_call, served: dict, handed_back) -> No
     """Replaces cls.__call__ (whose first argument, by position or by keyword, is `argument`) by one that runs
     `serve_call` for instances of the classes `served` names (cls or a subclass; not theirs) and hands what it
     does not serve to the original."""
-    original = cls.__call__
+    wrap_method(
+        cls,
+        "__call__",
+        lambda upstream, args, kwargs: _served(cls, upstream, served, argument, args, kwargs, serve_call),
+        handed_back,
+    )
+
+
+def wrap_method(cls: type, name: str, serve_call, handed_back) -> None:
+    """Replaces cls.<name> by one that returns `serve_call(self, args, kwargs)`, or, where that gives a reason
+    (a str), logs it through `handed_back` and runs the original. A method wrapped already is left as it is
+    (vLLM may load plugins more than once). Every vllm_* module wraps vLLM's classes through this."""
+    original = getattr(cls, name)
     if getattr(original, "fused_input_norm_wrapped", None) is not None:
         return
 
     @functools.wraps(original)
-    def __call__(self, *args, **kwargs):
-        out = _served(cls, self, served, argument, args, kwargs, serve_call)
+    def method(self, *args, **kwargs):
+        out = serve_call(self, args, kwargs)
         if isinstance(out, str):
             handed_back(type(self).__name__, out)
             return original(self, *args, **kwargs)
         return out
 
-    __call__.fused_input_norm_wrapped = original
-    cls.__call__ = __call__
+    method.fused_input_norm_wrapped = original
+    setattr(cls, name, method)
 
 
 def _served(cls, upstream, served: dict, argument: str, args: tuple, kwargs: dict, serve_call) -> object:

@@ -24,7 +24,7 @@ import logging
 import torch
 
 from .processor import FusedImageProcessor
-from .vllm_internvl import HandedBack, moved
+from .vllm_internvl import HandedBack, moved, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.moondream3"
 CLASS = "Moondream3Processor"
@@ -60,16 +60,12 @@ def serve(log: logging.Logger) -> str:
     handed_back = HandedBack(log)
     signature = inspect.signature(original)
 
-    @functools.wraps(original)
-    def preprocess_image(self, *args, **kwargs):
-        out = _served(cls, signature, self, args, kwargs)
-        if isinstance(out, str):
-            handed_back(type(self).__name__, out)
-            return original(self, *args, **kwargs)
-        return out
-
-    preprocess_image.fused_input_norm_wrapped = original
-    cls.preprocess_image = preprocess_image
+    wrap_method(
+        cls,
+        "preprocess_image",
+        lambda upstream, args, kwargs: _served(cls, signature, upstream, args, kwargs),
+        handed_back,
+    )
     return served
 
 

@@ -25,13 +25,14 @@ vllm is imported only inside `serve`.
 
 import functools
 import importlib
+import inspect
 import logging
 
 import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, moved, pil_images
+from .vllm_internvl import HandedBack, moved, pil_images, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.step3_vl"
 CLASS = "Step3VLImageProcessor"
@@ -86,16 +87,17 @@ def serve(log: logging.Logger) -> str:
         return f"vLLM's {CLASS} serves: {reason}"
     handed_back = HandedBack(log)
 
-    @functools.wraps(original)
-    def __call__(self, images, return_tensors=None):
-        out = _served(cls, self, images, return_tensors)
-        if isinstance(out, str):
-            handed_back(type(self).__name__, out)
-            return original(self, images, return_tensors=return_tensors)
-        return out
+    signature = inspect.signature(original)
 
-    __call__.fused_input_norm_wrapped = original
-    cls.__call__ = __call__
+    def serve_call(upstream, args: tuple, kwargs: dict) -> object:
+        try:
+            call = signature.bind(upstream, *args, **kwargs)
+        except TypeError as e:
+            return f"arguments {CLASS}.__call__ does not take ({e})"
+        call.apply_defaults()
+        return _served(cls, upstream, call.arguments["images"], call.arguments["return_tensors"])
+
+    wrap_method(cls, "__call__", serve_call, handed_back)
     return served
 
 
