@@ -273,10 +273,10 @@ class _Holder:
 
 
 def test_stand_in_gives_the_generic_path_where_no_family_serves_and_the_family_where_one_does():
-    llava = processor_class("LlavaNextImageProcessor")
-    video = processor_class("LlavaNextVideoVideoProcessor")
+    cohere = processor_class("Cohere2VisionImageProcessor")  # no family reproduces either of these two
+    video = processor_class("Gemma4VideoProcessor")
     qwen = processor_class("Qwen2VLImageProcessor")
-    holder = _Holder(llava(), video())
+    holder = _Holder(cohere(), video())
     log = logging.getLogger("test")
     said = hf_adapter.stand_in(
         holder, "image_processor", "images", hf_adapter.FusedHFImageProcessor, hf_adapter.unsupported, log
