@@ -20,7 +20,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import TEXT, assert_same_tensors, dump, tokenizer
+from test_vllm_families import TEXT, assert_same_tensors, dump, tokenizer, unwrapped
 from test_vllm_processor import both_sides, photo
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -176,6 +176,7 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, caplog):
     from fused_input_norm import vllm_deepseek_ocr
 
     module = importlib.import_module(MODULE)
+    unwrapped(monkeypatch, module.DeepseekOCRProcessor, "tokenize_with_images")
     rgb = Image.fromarray(photo(900, 700, 4))
     rgba = Image.fromarray(np.full((900, 700, 4), 200, dtype=np.uint8))
     upstream = _processor()

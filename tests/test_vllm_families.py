@@ -770,6 +770,16 @@ def assert_same_tensors(name: str, got: list[dict], expected: list[dict]) -> Non
                 assert torch.equal(x, y), f"{where}: {int((x != y).sum())} values differ"
 
 
+def unwrapped(monkeypatch, cls: type, name: str):
+    """vLLM's own cls.<name> for the rest of this test: the plugin, registered in this pytest process by an
+    earlier test, may have wrapped it already (vllm_internvl.wrap_method keeps the original beside it);
+    monkeypatch puts the wrapped one back afterwards. Returns the unwrapped method."""
+    original = getattr(getattr(cls, name), "fused_input_norm_wrapped", None)
+    if original is not None:
+        monkeypatch.setattr(cls, name, original)
+    return getattr(cls, name)
+
+
 def assert_same_results(on: dict, off: dict, key: str, names: list[str], uint8: bool) -> None:
     """Each request's results of one model and path: tokens, placeholders and hashes equal, every tensor equal
     (assert_same_tensors), pixel values of the path's dtype."""

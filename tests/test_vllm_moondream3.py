@@ -18,7 +18,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import HAS_VLLM, assert_same_tensors, dump, outputs, tokenizer
+from test_vllm_families import HAS_VLLM, assert_same_tensors, dump, outputs, tokenizer, unwrapped
 from test_vllm_processor import both_sides, photo
 
 pytestmark = pytest.mark.skipif(
@@ -143,7 +143,7 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
 
     module = importlib.import_module(MODULE)
     cls = module.Moondream3Processor
-    original = cls.preprocess_image
+    original = unwrapped(monkeypatch, cls, "preprocess_image")
     messages = []
     log = logging.getLogger("test_vllm_moondream3")
     monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))

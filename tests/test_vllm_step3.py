@@ -17,7 +17,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import HAS_VLLM, TEXT, assert_same_tensors, dump, outputs, tokenizer
+from test_vllm_families import HAS_VLLM, TEXT, assert_same_tensors, dump, outputs, tokenizer, unwrapped
 from test_vllm_processor import both_sides, class_name, photo
 
 pytestmark = pytest.mark.skipif(
@@ -149,7 +149,7 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
 
     module = importlib.import_module(MODULE)
     cls = module.Step3VLImageProcessor
-    original = cls.__call__
+    original = unwrapped(monkeypatch, cls, "__call__")
     messages = []
     log = logging.getLogger("test_vllm_step3")
     monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
