@@ -35,8 +35,11 @@ def test_readme_has_a_python_block():
 
 @pytest.mark.parametrize("page,line,code", BLOCKS, ids=[f"{page.relative_to(ROOT)}:{line}" for page, line, _ in BLOCKS])
 def test_block_runs(page, line, code, tmp_path):
-    if "VideoProcessor(" in code and importlib.util.find_spec("torchvision") is None:
-        pytest.skip("transformers' video processors (the block's reference) need torchvision, not installed here")
+    if ("VideoProcessor(" in code or "FusedHFGeneric" in code) and importlib.util.find_spec("torchvision") is None:
+        pytest.skip(
+            "transformers' video processors and torchvision-backend image processors (the block's reference) need "
+            "torchvision, not installed here"
+        )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{page.relative_to(ROOT)}:{line} failed:\n{result.stderr[-3000:]}"
 
