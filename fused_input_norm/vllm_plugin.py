@@ -12,7 +12,8 @@ rows on vLLM's mm_device_do_normalize path, float32 otherwise), faster; where it
 processor, a FusedHFVideoProcessor (transformers' own frame sampling, FusedVideoProcessor's resize and patch
 rows). An image or video processor no family reproduces, on transformers' TorchvisionBackend or PilBackend,
 gets the generic path instead (FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor: its own code with
-the package's exact resize and normalize primitives). The hook wraps `cached_processor_from_config` where vLLM's processing context calls it (imported by
+the package's exact image reading and resize primitives; its normalize stays transformers'). The hook wraps
+`cached_processor_from_config` where vLLM's processing context calls it (imported by
 name into that module, so that is the name to wrap). Other processors, and calls these do not reproduce,
 stay with transformers; one log line per model says which processor serves its images and videos, and why
 where it is transformers'. The models whose vLLM processing builds its transformers processor itself (OpenCUA,
