@@ -8,8 +8,9 @@
 # pycountry, jsonschema, pydantic-extra-types and tiktoken, the processor cache blake3; LLaVA's and InternVL's
 # model modules import vLLM's OpenAI protocol (openai, fastapi, starlette, oss-harmony) and compressed-tensors'
 # loguru; transformers' SmolVLMProcessor refuses to build without num2words), and none of its GPU
-# kernel packages (flashinfer, cutlass-dsl, tilelang, ...). This package is installed as users install it, not editable, so vLLM finds
-# the plugin through real entry-point metadata.
+# kernel packages (flashinfer, cutlass-dsl, tilelang, ...); numba gets its llvmlite (vLLM's Kimi-K2.5 fused
+# path runs numba). This package is installed as users install it, not editable, so vLLM finds the plugin
+# through real entry-point metadata.
 #   VENV=.venv-vllm  FUSED_INPUT_NORM_FORCE_CPU=1 (as for setup.py)  WHEEL=<a built wheel> installs it instead of
 #   building this tree (CI: step 3's wheel)  extra arguments go to pytest
 set -euo pipefail
@@ -32,7 +33,7 @@ pip_install "pydantic>=2.12.0" regex psutil "pyzmq>=25.0.0" "requests>=2.33.0" "
   einops uvloop pycountry jsonschema pydantic-extra-types tiktoken blake3 \
   "openai>=2.25.0" "fastapi>=0.133.0,<0.137.0" "starlette>=1.0.1" "oss-harmony>=0.0.11" loguru num2words
 pip_install --no-deps vllm==0.34.0 "llguidance>=1.7.0,<1.8.0" xgrammar==0.2.8 apache-tvm-ffi==0.1.11 outlines_core==0.2.14 \
-  lm-format-enforcer==0.11.3 compressed-tensors==0.17.0 "mistral_common>=1.13.0" "opencv-python-headless>=4.13.0" numba==0.65.0
+  lm-format-enforcer==0.11.3 compressed-tensors==0.17.0 "mistral_common>=1.13.0" "opencv-python-headless>=4.13.0" numba==0.65.0 llvmlite==0.47.0
 echo "vllm environment ready in $(( $(date +%s) - start )) s"
 start=$(date +%s)
 if [ -n "${WHEEL:-}" ]; then  # CI: step 3's wheel (the extension is not compiled a second time)
