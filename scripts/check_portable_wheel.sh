@@ -48,7 +48,7 @@ for spec in ".venv-torch211 torch==2.11.0" ".venv-torch212 torch==2.12.0" ".venv
   start=$(date +%s)
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
   quiet_pip env ${pip_env:-} "$venv/bin/python" -m pip install -q --disable-pip-version-check "$torch_pin" numpy \
-    pytest hypothesis expecttest
+    pytest pytest-xdist hypothesis expecttest
   site="$work/site-$(basename "$venv")"
   quiet_pip "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --target "$site" "$WHEEL"
   (
@@ -63,7 +63,7 @@ import fused_input_norm
 assert fused_input_norm.__file__.startswith(sys.argv[1]), fused_input_norm.__file__
 print(f"torch {torch.__version__} (CUDA {torch.version.cuda}): {fused_input_norm.build_info()}")
 PY
-    if ! PYTHONPATH="$site" "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider -m "not slow" \
+    if ! PYTHONPATH="$site" "$root/$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 -m "not slow" \
       tests/test_ops.py tests/test_validation.py tests/test_layouts.py tests/test_compile_export.py > pytest.log 2>&1; then
       cat pytest.log
       exit 1

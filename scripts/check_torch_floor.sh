@@ -19,7 +19,7 @@ start=$(date +%s)
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 # No setuptools upgrade: the venv keeps the one Python bundled, which is what the build below must cope with.
 quiet_pip install -q --disable-pip-version-check torch==2.11.0 torchvision==0.26.0 numpy ninja pytest \
-  hypothesis expecttest transformers scikit-image matplotlib opencv-python-headless
+  pytest-xdist hypothesis expecttest transformers scikit-image matplotlib opencv-python-headless
 setuptools_version=$("$VENV/bin/python" -c "import setuptools; print(setuptools.__version__)")
 echo "$VENV: $("$VENV/bin/python" -c "import torch; print('torch', torch.__version__)"), setuptools $setuptools_version ($(($(date +%s) - start)) s)"
 

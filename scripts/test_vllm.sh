@@ -27,7 +27,7 @@ pip_install() {
 
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
 start=$(date +%s)
-pip_install torch==2.14.1 torchvision==0.29.1 numpy "setuptools>=77,<81" wheel ninja pytest
+pip_install torch==2.14.1 torchvision==0.29.1 numpy "setuptools>=77,<81" wheel ninja pytest pytest-xdist
 pip_install "pydantic>=2.12.0" regex psutil "pyzmq>=25.0.0" "requests>=2.33.0" "transformers>=5.16.1,<5.23.0" \
   "aiohttp>=3.14.4" "pillow>=13.0.0" pybase64 cachetools cbor2 msgspec cloudpickle py-cpuinfo "prometheus_client>=0.18.0" \
   einops uvloop pycountry jsonschema pydantic-extra-types tiktoken blake3 \
@@ -63,4 +63,6 @@ TESTS=(
 )
 # bin/pytest, not `python -m pytest`: the latter puts the source tree first on sys.path, and the tests must
 # import the installed copy.
-"$VENV/bin/pytest" -q -rs "${TESTS[@]}" "$@"
+# Two pytest-xdist workers, a file each at a time (loadfile: a file's module fixtures, its vLLM subprocesses
+# plugin on and off, run once).
+"$VENV/bin/pytest" -q -rs -n "${PYTEST_WORKERS:-2}" --dist loadfile "${TESTS[@]}" "$@"

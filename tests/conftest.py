@@ -98,3 +98,23 @@ class RecordOps(TorchDispatchMode):
 
     def ops(self):
         return [func for func, _ in self.calls]
+
+
+def _plain(value):
+    """A recorded property as plain Python: NumPy and torch scalars as numbers, containers element-wise."""
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # pytest-xdist (CI runs the suites with -n 2) sends each report to the controller through execnet, which
+    # refuses NumPy scalars: the figures tests record (record_property) travel as plain numbers.
+    outcome = yield
+    report = outcome.get_result()
+    report.user_properties = [(name, _plain(value)) for name, value in report.user_properties]

@@ -12,6 +12,7 @@ N = 715827883  # 3 * N > 2^31
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("gibibytes")  # 6.4 GB each: one at a time when pytest-xdist runs workers
 @pytest.mark.parametrize("shape,dim", [((3, N), 0), ((N, 3), 1)], ids=["channels-first", "channels-last"])
 def test_more_than_2_pow_31_elements(shape, dim):
     """Values at the first, middle and last element of every channel: a 32-bit overflow or a channel

@@ -146,6 +146,7 @@ def sample_indices(numel):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("gibibytes")  # 4.3 GB outputs: with test_large_and_threads' in one worker
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("numel", [2**31 - 1, 2**31, 2**31 + 1])
 def test_strided_sizes_around_two_to_the_31(device, numel):
@@ -165,6 +166,7 @@ def test_strided_sizes_around_two_to_the_31(device, numel):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("gibibytes")  # a 2 GiB input
 @pytest.mark.parametrize("device", DEVICES)
 def test_input_offsets_past_two_to_the_31_with_few_elements(device):
     """Few elements, but the input spans more than 2^31 bytes: the GPU must index in 64 bits."""
