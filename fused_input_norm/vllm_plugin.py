@@ -21,7 +21,8 @@ LLaVA-OneVision-2, BAGEL: BUILT_ELSEWHERE) are reached by wrapping their process
 get_hf_processor when vLLM imports their module. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
 served by vllm_internvl, vLLM's own DeepSeek-OCR processor (DeepSeek-OCR, -2, Unlimited-OCR) by
 vllm_deepseek_ocr, Moondream 3's (Moondream3Processor) by vllm_moondream3, and Step3-VL's (Step3VLImageProcessor) by
-vllm_step3, each with its own log line.
+vllm_step3, and Kimi-K2.5 / K3's (KimiK25FusedVisionProcessor) by vllm_kimi once vLLM has imported it (its module
+imports numba), each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -40,7 +41,7 @@ import os
 
 import torch
 
-from . import build_info, ops, vllm_deepseek_ocr, vllm_internvl, vllm_moondream3, vllm_step3
+from . import build_info, ops, vllm_deepseek_ocr, vllm_internvl, vllm_kimi, vllm_moondream3, vllm_step3
 from .hf_adapter import (
     FusedHFGenericImageProcessor,
     FusedHFGenericVideoProcessor,
@@ -187,6 +188,7 @@ def register_built_elsewhere() -> None:
     for name in BUILT_ELSEWHERE:
         if name in sys.modules:
             serve_processing_info(sys.modules[name])
+    serve_kimi()
     try:
         lazy = importlib.import_module(REGISTRY_MODULE)._LazyRegisteredModel
         original = lazy.load_model_cls
@@ -204,10 +206,20 @@ def register_built_elsewhere() -> None:
         module = sys.modules.get(getattr(self, "module_name", None) or "")
         if module is not None and module.__name__ in BUILT_ELSEWHERE:
             serve_processing_info(module)
+        serve_kimi()
         return model_cls
 
     load_model_cls.fused_input_norm_wrapped = original
     lazy.load_model_cls = load_model_cls
+
+
+def serve_kimi() -> None:
+    """vllm_kimi serves Kimi's processor once vLLM has imported its module (a Kimi model class's module imports
+    it): importing it here would import numba in every vLLM process, Kimi or not."""
+    import sys
+
+    if vllm_kimi.MODULE in sys.modules:
+        _say_once(("kimi",), "fused_input_norm: %s", vllm_kimi.serve(logger))
 
 
 def serve_processing_info(module: object) -> None:

@@ -13,7 +13,8 @@ processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM'
 h2ovl, nemotron_vl, nano_nemotron_vl) and of tests/test_vllm_moondream3.py (moondream3: vLLM's own
 Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), and gemma4 /
 gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py: vLLM's own
-Step3VLImageProcessor, served in its class), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+Step3VLImageProcessor, served in its class) and kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
+KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
@@ -88,6 +89,10 @@ def models() -> dict:
     import test_vllm_step3 as step3  # vLLM's own Step3VLImageProcessor (vllm_step3)
 
     table["step3_vl"] = (step3.write_step3_vl, step3.PLACEHOLDER, None, False, [None])
+    import test_vllm_kimi as kimi  # vLLM's own KimiK25FusedVisionProcessor (vllm_kimi), here as Kimi-K3 builds it
+
+    write = functools.partial(kimi.write_kimi, architecture="KimiK3ForConditionalGeneration", model_type="kimi_k3")
+    table["kimi_k3"] = (write, kimi.K3_IMAGE, True, False, [None])
     return table
 
 
@@ -194,6 +199,7 @@ def _sides(name: str, model_dir: str, root: str, args) -> tuple[dict, dict]:
         for switch in ("1", "0"):
             out = os.path.join(root, f"{switch}.json")
             env = {**os.environ, "FUSED_INPUT_NORM_VLLM_PROCESSOR": switch, "OMP_NUM_THREADS": "1"}
+            env["NUMBA_NUM_THREADS"] = "1"  # vLLM's Kimi kernel (numba's parallel loop) at 1 thread as well
             command = [sys.executable, os.path.abspath(__file__), "--worker", name, model_dir, out]
             command += ["--repeats", str(args.repeats)] + (["--float"] if args.float else [])
             subprocess.run(command, env=env, check=True, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
