@@ -11,7 +11,8 @@ stretch path runs). A tokenizer with the image placeholder and the sentinel toke
 Requests: a small odd image, 1080p, a 9:1 strip (V4: stretched past max_wh_ratio; V4.1: padded), two images in
 one prompt. vLLM refuses every per-request processor kwarg for these models (its get_hf_processor raises), so
 there is no per-request case. Compared: prompt_token_ids, mm_placeholders, mm_hashes and every tensor (bf16
-patches exactly); the plugin's side must serve every call (a hand-back logs, and fails the test).
+patches exactly); the plugin's side must serve every request (a hand-back logs, and fails the test); after
+them, an RGBA image and a subclass must be handed back to vLLM's code, equal to it, logged once each.
 """
 
 import importlib.util
@@ -133,7 +134,27 @@ def worker(root: str, out_path: str) -> None:
         for name, prompt, images in requests():
             out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs={})
             results[f"{model}-{name}"] = outputs(out, "image")
+    results["handed-back"] = handed_back(image_processor) if results[f"{model}-served"] else None
     torch.save(results, out_path)
+
+
+def handed_back(served) -> list:
+    """After the requests, on the served side: what the wrapped __call__ gives for the calls it hands back (an
+    RGBA image, a subclass), each against vLLM's own __call__ run directly: equal or not."""
+    import torch
+    from PIL import Image
+
+    own = type(served).__call__.fused_input_norm_wrapped
+    subclass = type("Subclass", (type(served),), {})
+    stand_in = object.__new__(subclass)
+    stand_in.__dict__.update(served.__dict__)
+    rgba = Image.fromarray(photo(40, 60, 7)).convert("RGBA")
+    rgb = Image.fromarray(photo(40, 60, 8))
+    same = []
+    for processor, image in [(served, rgba), (stand_in, rgb)]:
+        got, expected = processor(image), own(processor, image)
+        same.append(torch.equal(got[0], expected[0]) and got[1:] == expected[1:])
+    return same
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +200,13 @@ def test_log_says_fused_serves_deepseek_v4(sides):
     on, off = sides
     for model in ("DeepSeek-V4", "DeepSeek-V4.1"):
         assert any(f"serves vLLM's DeepseekV4VLImageProcessor of {model} in" in entry for entry in on["log"]), on["log"]
-    assert not any("serves this call" in entry for entry in on["log"]), on["log"]
+    # the only calls handed back are the two handed_back() makes last, each equal to vLLM's own
+    assert on["handed-back"] == [True, True] and off["handed-back"] is None
+    reasons = sorted(entry.split("serves this call: ")[1] for entry in on["log"] if "serves this call" in entry)
+    assert reasons == [
+        "Subclass is a subclass of DeepseekV4VLImageProcessor with preprocessing of its own",
+        "a RGBA image (vLLM converts it to RGB first)",
+    ], on["log"]
     assert not any("DeepseekV4VL" in entry for entry in off["log"]), off["log"]
 
 
