@@ -20,9 +20,10 @@ where it is transformers'. The models whose vLLM processing builds its transform
 LLaVA-OneVision-2, BAGEL: BUILT_ELSEWHERE) are reached by wrapping their processing info class's
 get_hf_processor when vLLM imports their module. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
 served by vllm_internvl, vLLM's own DeepSeek-OCR processor (DeepSeek-OCR, -2, Unlimited-OCR) by
-vllm_deepseek_ocr, Moondream 3's (Moondream3Processor) by vllm_moondream3, and Step3-VL's (Step3VLImageProcessor) by
-vllm_step3, and Kimi-K2.5 / K3's (KimiK25FusedVisionProcessor) by vllm_kimi once vLLM has imported it (its module
-imports numba), each with its own log line.
+vllm_deepseek_ocr, Moondream 3's (Moondream3Processor) by vllm_moondream3, Step3-VL's (Step3VLImageProcessor) by
+vllm_step3, DeepSeek-V4 / V4.1's (DeepseekV4VLImageProcessor) by vllm_deepseek_v4, and Kimi-K2.5 / K3's
+(KimiK25FusedVisionProcessor) by vllm_kimi once vLLM has imported it (its module imports numba), each with its own
+log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -41,7 +42,16 @@ import os
 
 import torch
 
-from . import build_info, ops, vllm_deepseek_ocr, vllm_internvl, vllm_kimi, vllm_moondream3, vllm_step3
+from . import (
+    build_info,
+    ops,
+    vllm_deepseek_ocr,
+    vllm_deepseek_v4,
+    vllm_internvl,
+    vllm_kimi,
+    vllm_moondream3,
+    vllm_step3,
+)
 from .hf_adapter import (
     FusedHFGenericImageProcessor,
     FusedHFGenericVideoProcessor,
@@ -116,6 +126,7 @@ def register_image_processor() -> None:
     _say_once(("deepseek_ocr",), "fused_input_norm: %s", vllm_deepseek_ocr.serve(logger))
     _say_once(("moondream3",), "fused_input_norm: %s", vllm_moondream3.serve(logger))
     _say_once(("step3",), "fused_input_norm: %s", vllm_step3.serve(logger))
+    _say_once(("deepseek_v4",), "fused_input_norm: %s", vllm_deepseek_v4.serve(logger))
 
     @functools.wraps(original)
     def cached_processor_from_config(model_config, *args, **kwargs):

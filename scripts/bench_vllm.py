@@ -13,8 +13,10 @@ processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM'
 h2ovl, nemotron_vl, nano_nemotron_vl) and of tests/test_vllm_moondream3.py (moondream3: vLLM's own
 Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), and gemma4 /
 gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py: vLLM's own
-Step3VLImageProcessor, served in its class) and kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
-KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too), each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+Step3VLImageProcessor, served in its class), kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
+KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too) and deepseek_v4 / deepseek_v41
+(tests/test_vllm_deepseek_v4.py: vLLM's own DeepseekV4VLImageProcessor, served in its class; bfloat16 patches),
+each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
@@ -93,6 +95,10 @@ def models() -> dict:
 
     write = functools.partial(kimi.write_kimi, architecture="KimiK3ForConditionalGeneration", model_type="kimi_k3")
     table["kimi_k3"] = (write, kimi.K3_IMAGE, True, False, [None])
+    import test_vllm_deepseek_v4 as deepseek_v4  # vLLM's own DeepseekV4VLImageProcessor (vllm_deepseek_v4)
+
+    for name, write in deepseek_v4.WRITERS.items():
+        table[name] = (write, deepseek_v4.PLACEHOLDER, None, False, [None])
     return table
 
 

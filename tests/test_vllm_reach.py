@@ -48,8 +48,9 @@ def on_off_tested() -> dict[str, set[str]]:
     """The families (and vllm_* modules) whose vLLM on-vs-off test runs, per modality: images from
     tests/test_vllm_families.py's models, videos from its video models (InternVL chat, LLaVA-OV, InternVL-hf)
     tests/test_vllm_processor.py's Qwen-VL models, tests/test_vllm_copies.py's and tests/test_vllm_gemma4.py's
-    models, tests/test_vllm_moondream3.py's (Moondream 3), tests/test_vllm_step3.py's (Step3-VL) and
-    tests/test_vllm_kimi.py's (Kimi-K2.5 images and video chunks, K3, K3.1)."""
+    models, tests/test_vllm_moondream3.py's (Moondream 3), tests/test_vllm_step3.py's (Step3-VL),
+    tests/test_vllm_kimi.py's (Kimi-K2.5 images and video chunks, K3, K3.1) and tests/test_vllm_deepseek_v4.py's
+    (DeepSeek-V4 / V4.1)."""
     import test_vllm_families
     import test_vllm_processor
 
@@ -69,6 +70,7 @@ def on_off_tested() -> dict[str, set[str]]:
     images.add("vllm_step3")  # tests/test_vllm_step3.py: vLLM's own Step3-VL processor
     images.add("vllm_kimi")  # tests/test_vllm_kimi.py: vLLM's own Kimi processor (K2.5's video chunks too)
     videos.add("vllm_kimi")
+    images.add("vllm_deepseek_v4")  # tests/test_vllm_deepseek_v4.py: vLLM's own DeepSeek-V4 / V4.1 processor
     images.add("qwen2_vl")  # tests/test_vllm_processor.py: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
     import test_vllm_copies  # the copies (CohereCompass, GLM-OCR, PaddleOCR-VL) and OpenCUA's, BAGEL's
 

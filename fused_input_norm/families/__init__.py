@@ -7,6 +7,7 @@ from types import ModuleType
 from . import (
     clip,
     deepseek_ocr,
+    deepseek_v4,
     ernie4_5_vl,
     gemma3,
     gemma4,
@@ -48,6 +49,7 @@ FAMILIES: dict[str, ModuleType] = {
         ernie4_5_vl,
         paddleocr_vl,
         deepseek_ocr,
+        deepseek_v4,
         moondream3,
         gemma4,
         gemma4_unified,
