@@ -82,7 +82,10 @@ CALL_KEYS = {
     | _FRAMEWISE_IGNORED,
     "llava_next_video": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"}
     | _FRAMEWISE_IGNORED,
+    "gemma4": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "patch_size", "max_soft_tokens"}
+    | {"pooling_kernel_size"},
 }
+CALL_KEYS["gemma4_unified"] = CALL_KEYS["gemma4"]
 # Keys whose explicit None in a call means None (transformers keeps a passed None; a config's null is the default).
 _NONE_KEYS = ("fps", "num_frames", "cap_pixels_per_frame")
 
@@ -243,6 +246,18 @@ class FusedVideoProcessor:
             self._frames = FusedImageProcessor(
                 settings.frames, _norm(settings, self.device), self.device, self.reference
             )
+        if settings.kind in configs.BUDGET_VIDEO_KINDS:
+            # Gemma 4: every frame of every clip one image of the batch; transformers concatenates the clips'
+            # frames, so the batch's rows are its pixel_values_videos and video_position_ids as they are.
+            out = self._frames([clip.frames[i] for clip in clips for i in clip.indices], visual_dtype)
+            counts = [len(clip.indices) for clip in clips]
+            firsts = torch.tensor([0, *counts[:-1]]).cumsum(0)  # each clip's first frame: its soft tokens
+            return {
+                "pixel_values_videos": out["pixel_values"],
+                "video_position_ids": out["image_position_ids"],
+                "num_frames_per_video": torch.tensor(counts, dtype=torch.int64),
+                "num_soft_tokens_per_video": out["num_soft_tokens_per_image"][firsts],
+            }
         if settings.kind in configs.FRAMEWISE_VIDEO_KINDS:
             # (their sampling is refused: every clip's frames are all its frames, a [T, C, H, W] batch of images)
             videos = [self._frames(clip.frames, visual_dtype)["pixel_values"] for clip in clips]
@@ -336,7 +351,7 @@ class FusedVideoProcessor:
         """The frame indices transformers' sample_frames picks (Qwen2VLVideoProcessor's, Qwen3VL's or
         Glm4v's or SmolVLM's). `duration`: the video's metadata's, in seconds (GLM-4V's and SmolVLM's
         sampling read it)."""
-        if s.kind in configs.FRAMEWISE_VIDEO_KINDS:
+        if s.kind in configs.FRAMEWISE_VIDEO_KINDS + configs.BUDGET_VIDEO_KINDS:
             raise ValueError(
                 f"{_WHERE}: {name}: {s.kind}'s frame sampling is not implemented: sample the frames first (its "
                 f"transformers class does, before the frames reach the step reproduced here), or do_sample_frames=False"
