@@ -513,7 +513,7 @@ def unsupported_video(upstream: object) -> str | None:
     """Why FusedHFVideoProcessor cannot stand in for the video processor `upstream`; None when it can."""
     name = type(upstream).__name__
     if configs.video_kind_of({"video_processor_type": name}) is None:
-        return f"{name} is not a Qwen-VL, GLM-4V, SmolVLM, LLaVA-OneVision or InternVL video processor"
+        return f"{name} is not a Qwen-VL, GLM-4V, SmolVLM, LLaVA-OneVision, InternVL or Gemma 4 video processor"
     for method in ("preprocess", "_preprocess", "to_dict"):
         if not callable(getattr(upstream, method, None)):
             return f"{name} has no {method}"

@@ -15,6 +15,8 @@ read, sampled, checked and sized before the first kernel runs.
 splitting (LANCZOS to size's longest edge, then again, from those uint8 bytes, to the square max_image_size),
 rescales, normalizes and pads the videos to the most frames: here each video's sampled frames are one sample
 of images, planned by the Idefics3 family and run by FusedImageProcessor's core (one resize path for both).
+Gemma 4's video processors (and Gemma 4 Unified's) do to each frame what their image processors do to an
+image: every frame of a call is one image of a batch planned by the gemma4 (gemma4_unified) family.
 """
 
 import dataclasses
