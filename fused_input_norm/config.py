@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from . import families
 from .checks import is_int, is_number, positive_int
-from .families import idefics3, qwen2_vl
+from .families import gemma4, idefics3, qwen2_vl
 from .families.base import CLIP_MEAN, CLIP_STD, COMMON_KEYS, NORMALIZE_DEFAULTS
 from .geometry import QWEN_VIDEO_MAX_PIXELS, QWEN_VIDEO_MIN_PIXELS
 
@@ -204,10 +204,15 @@ VIDEO_TYPES = {
     "LlavaOnevisionVideoProcessor": "llava_onevision",
     "InternVLVideoProcessor": "internvl",
     "LlavaNextVideoVideoProcessor": "llava_next_video",
+    "Gemma4VideoProcessor": "gemma4",
+    "Gemma4UnifiedVideoProcessor": "gemma4_unified",
 }
 # The video kinds whose _preprocess is BaseVideoProcessor's: each frame resized (and center-cropped) as CLIP's
 # image processor does an image, rescaled and normalized; one [T, C, h, w] per video.
 FRAMEWISE_VIDEO_KINDS = ("llava_onevision", "internvl", "llava_next_video")
+# The video kinds whose every frame is an image of their image family (Gemma 4's: the budget resize, the
+# channel-last patch rows padded to the budget), all frames of a call one batch, concatenated along frames.
+BUDGET_VIDEO_KINDS = ("gemma4", "gemma4_unified")
 VIDEO_PROCESSOR_CLASSES = {
     "Qwen2VLProcessor": "qwen2_vl",
     "Qwen2_5_VLProcessor": "qwen2_vl",
@@ -218,6 +223,8 @@ VIDEO_PROCESSOR_CLASSES = {
     "LlavaOnevisionProcessor": "llava_onevision",
     "InternVLProcessor": "internvl",
     "LlavaNextVideoProcessor": "llava_next_video",
+    "Gemma4Processor": "gemma4",
+    "Gemma4UnifiedProcessor": "gemma4_unified",
 }
 _VIDEO_COMMON = {
     **NORMALIZE_DEFAULTS,
@@ -299,6 +306,17 @@ VIDEO_DEFAULTS["llava_next_video"] = {
     "do_center_crop": True,
     "crop_size": {"height": 224, "width": 224},
 }
+# Gemma4VideoProcessor's class attributes (Gemma4UnifiedVideoProcessor's are the same): its image processor's
+# geometry keys, a smaller budget, and normalize on (mean 0, std 1: transformers then divides by 255).
+VIDEO_DEFAULTS["gemma4"] = {
+    **gemma4.DEFAULTS,
+    "do_normalize": True,
+    "max_soft_tokens": 70,
+    "do_sample_frames": True,
+    "fps": None,
+    "num_frames": 32,
+}
+VIDEO_DEFAULTS["gemma4_unified"] = VIDEO_DEFAULTS["gemma4"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -385,6 +403,8 @@ def resolve_video(config: Mapping, where: str) -> VideoSettings:
         return _resolve_smolvlm(config, where)
     if kind in FRAMEWISE_VIDEO_KINDS:
         return _resolve_framewise(config, kind, where)
+    if kind in BUDGET_VIDEO_KINDS:
+        return _resolve_budget(config, kind, where)
     get = _getter(config, kind, where, VIDEO_DEFAULTS)
     if config.get("do_pad"):
         raise ValueError(f"{where}: do_pad is not implemented (the Qwen-VL video processors do not pad)")
@@ -456,6 +476,17 @@ def _resolve_framewise(config: Mapping, kind: str, where: str) -> VideoSettings:
     image = {key: get(key) for key in COMMON_KEYS}
     image |= {"image_processor_type": "CLIPImageProcessor", "size": size}
     image |= {"do_center_crop": get("do_center_crop"), "crop_size": get("crop_size")}
+    return _frames_as_images(kind, image, get, where)
+
+
+def _resolve_budget(config: Mapping, kind: str, where: str) -> VideoSettings:
+    """Gemma 4's (and Gemma 4 Unified's) video processors: every frame resized to the budget, rescaled and
+    patchified as their image processor does an image (frames.kind "gemma4" / "gemma4_unified"); the video
+    class's own defaults (its budget, normalize on) filling what the config omits. Their sampling (num_frames
+    or fps, uniform: BaseVideoProcessor's) is not reproduced: the adapter has upstream sample."""
+    get = _getter(config, kind, where, VIDEO_DEFAULTS)
+    image = {key: get(key) for key in (*COMMON_KEYS, *families.FAMILIES[kind].KEYS)}
+    image["image_processor_type"] = families.FAMILIES[kind].TYPES[0]
     return _frames_as_images(kind, image, get, where)
 
 

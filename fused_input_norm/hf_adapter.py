@@ -504,14 +504,16 @@ def _resolve_config(upstream: Any, kwargs: Mapping) -> tuple[dict, dict]:
 # sampling (fps, num_frames, min_frames, max_frames, GLM-4V's max_duration) is done by then, by upstream
 # itself. (GLM-4V's max_image_size is read by no step; InternVL's initial_shift is read by its sampling only.)
 _VIDEO_SAMPLED = {"fps", "num_frames", "min_frames", "max_frames", "max_duration", "max_image_size", "initial_shift"}
-_VIDEO_KEYS = sorted(video.CALL_KEYS["qwen3_vl"] - _VIDEO_SAMPLED - {"do_sample_frames", "do_convert_rgb"})
+_VIDEO_KEYS = sorted(
+    (video.CALL_KEYS["qwen3_vl"] | video.CALL_KEYS["gemma4"]) - _VIDEO_SAMPLED - {"do_sample_frames", "do_convert_rgb"}
+)
 
 
 def unsupported_video(upstream: object) -> str | None:
     """Why FusedHFVideoProcessor cannot stand in for the video processor `upstream`; None when it can."""
     name = type(upstream).__name__
     if configs.video_kind_of({"video_processor_type": name}) is None:
-        return f"{name} is not a Qwen-VL, GLM-4V, SmolVLM, LLaVA-OneVision or InternVL video processor"
+        return f"{name} is not a Qwen-VL, GLM-4V, SmolVLM, LLaVA-OneVision, InternVL or Gemma 4 video processor"
     for method in ("preprocess", "_preprocess", "to_dict"):
         if not callable(getattr(upstream, method, None)):
             return f"{name} has no {method}"
@@ -588,13 +590,15 @@ class FusedHFVideoProcessor(_Adapter):
             elif key in ("image_mean", "image_std") and isinstance(value, tuple):
                 value = list(value)
             overrides[key] = value
-        if overrides.get("do_rescale", False) != overrides.get("do_normalize", False):
+        kind = configs.video_kind_of({"video_processor_type": type(self.upstream).__name__})
+        # Gemma 4's rescale without normalize is its image family's float32 x * rescale_factor (RESCALE_ALONE)
+        rescale_alone = kind in configs.BUDGET_VIDEO_KINDS and not overrides.get("do_normalize", False)
+        if overrides.get("do_rescale", False) != overrides.get("do_normalize", False) and not rescale_alone:
             return "do_rescale and do_normalize differ (both on, float32, or both off, uint8, are served)"
         raw = not overrides.get("do_rescale", False)
         return_tensors = rest.pop("return_tensors", None)
         if return_tensors not in (None, "pt"):
             return f"return_tensors={return_tensors!r} (only 'pt' is served)"
-        kind = configs.video_kind_of({"video_processor_type": type(self.upstream).__name__})
         smolvlm = kind == "smolvlm"
         padded = rest.pop("do_pad", None)
         if smolvlm and padded is False:
@@ -620,7 +624,10 @@ class FusedHFVideoProcessor(_Adapter):
             )
         except (TypeError, ValueError) as e:
             return str(e)
-        if (smolvlm or kind in configs.FRAMEWISE_VIDEO_KINDS) and return_tensors is None:
+        if kind in configs.BUDGET_VIDEO_KINDS and return_tensors is None:
+            # Gemma 4's counts are lists of ints (its frames concatenated into one tensor either way)
+            out = {key: value.tolist() if key.startswith("num_") else value for key, value in out.items()}
+        elif (smolvlm or kind in configs.FRAMEWISE_VIDEO_KINDS) and return_tensors is None:
             # their unstacked output: a list of (padded) videos (and SmolVLM's of masks)
             out = {key: list(value) for key, value in out.items()}
         from transformers import BatchFeature

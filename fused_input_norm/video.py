@@ -15,6 +15,8 @@ read, sampled, checked and sized before the first kernel runs.
 splitting (LANCZOS to size's longest edge, then again, from those uint8 bytes, to the square max_image_size),
 rescales, normalizes and pads the videos to the most frames: here each video's sampled frames are one sample
 of images, planned by the Idefics3 family and run by FusedImageProcessor's core (one resize path for both).
+Gemma 4's video processors (and Gemma 4 Unified's) do to each frame what their image processors do to an
+image: every frame of a call is one image of a batch planned by the gemma4 (gemma4_unified) family.
 """
 
 import dataclasses
@@ -82,7 +84,10 @@ CALL_KEYS = {
     | _FRAMEWISE_IGNORED,
     "llava_next_video": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"}
     | _FRAMEWISE_IGNORED,
+    "gemma4": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "patch_size", "max_soft_tokens"}
+    | {"pooling_kernel_size"},
 }
+CALL_KEYS["gemma4_unified"] = CALL_KEYS["gemma4"]
 # Keys whose explicit None in a call means None (transformers keeps a passed None; a config's null is the default).
 _NONE_KEYS = ("fps", "num_frames", "cap_pixels_per_frame")
 
@@ -243,6 +248,18 @@ class FusedVideoProcessor:
             self._frames = FusedImageProcessor(
                 settings.frames, _norm(settings, self.device), self.device, self.reference
             )
+        if settings.kind in configs.BUDGET_VIDEO_KINDS:
+            # Gemma 4: every frame of every clip one image of the batch; transformers concatenates the clips'
+            # frames, so the batch's rows are its pixel_values_videos and video_position_ids as they are.
+            out = self._frames([clip.frames[i] for clip in clips for i in clip.indices], visual_dtype)
+            counts = [len(clip.indices) for clip in clips]
+            firsts = torch.tensor([0, *counts[:-1]]).cumsum(0)  # each clip's first frame: its soft tokens
+            return {
+                "pixel_values_videos": out["pixel_values"],
+                "video_position_ids": out["image_position_ids"],
+                "num_frames_per_video": torch.tensor(counts, dtype=torch.int64),
+                "num_soft_tokens_per_video": out["num_soft_tokens_per_image"][firsts],
+            }
         if settings.kind in configs.FRAMEWISE_VIDEO_KINDS:
             # (their sampling is refused: every clip's frames are all its frames, a [T, C, H, W] batch of images)
             videos = [self._frames(clip.frames, visual_dtype)["pixel_values"] for clip in clips]
@@ -336,7 +353,7 @@ class FusedVideoProcessor:
         """The frame indices transformers' sample_frames picks (Qwen2VLVideoProcessor's, Qwen3VL's or
         Glm4v's or SmolVLM's). `duration`: the video's metadata's, in seconds (GLM-4V's and SmolVLM's
         sampling read it)."""
-        if s.kind in configs.FRAMEWISE_VIDEO_KINDS:
+        if s.kind in configs.FRAMEWISE_VIDEO_KINDS + configs.BUDGET_VIDEO_KINDS:
             raise ValueError(
                 f"{_WHERE}: {name}: {s.kind}'s frame sampling is not implemented: sample the frames first (its "
                 f"transformers class does, before the frames reach the step reproduced here), or do_sample_frames=False"

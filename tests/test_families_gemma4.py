@@ -7,6 +7,12 @@ in the config; without resize; gray and RGBA; FusedImageProcessor from the confi
 budget sizes against transformers' own function over many shapes; what either refuses, named. Strict: a call
 handed back to transformers fails (family_checks.forbid_upstream).
 
+Their video processors (Gemma4VideoProcessor, Gemma4UnifiedVideoProcessor: each frame resized, rescaled and
+patchified as the image processor does an image, at the video budget, the clips' frames concatenated):
+FusedHFVideoProcessor(upstream) against upstream on clips of real photos (odd and 1080p-ish sizes, clips of
+several lengths, gray), per-call budgets, the bytes, rescale alone, return_tensors unset, frames sampled by
+upstream; FusedVideoProcessor from the class's saved config. Strict as the images'.
+
 The EQUALITY lines printed (pytest -s) are the equality table: family, backend, case, max abs diff."""
 
 import math
@@ -17,9 +23,9 @@ import torch
 from conftest import requires_cuda
 from family_checks import FP32_ATOL, as_input, assert_same, forbid_upstream, photo
 
-from fused_input_norm import FusedImageProcessor
+from fused_input_norm import FusedImageProcessor, FusedVideoProcessor
 from fused_input_norm.families import gemma4
-from fused_input_norm.hf_adapter import FusedHFImageProcessor
+from fused_input_norm.hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test-only dependency, not installed")
 skimage_data = pytest.importorskip("skimage.data", reason="scikit-image (real photos) is not installed")
@@ -214,3 +220,86 @@ def test_channel_last_rows_are_the_patches():
         assert torch.equal(rows[r], want), r
     assert not rows[54:].any() and math.prod(rows.shape) == 2520 * 768
     assert out["image_position_ids"][0, 10].tolist() == [1, 1] and out["image_position_ids"][0, 54].tolist() == [-1, -1]
+
+
+# ----- videos -----
+VIDEO_CLASSES = {"gemma4": transformers.Gemma4VideoProcessor, "unified": transformers.Gemma4UnifiedVideoProcessor}
+
+
+def clip(frames: int, name: str, height: int, width: int) -> torch.Tensor:
+    """uint8 [T, C, H, W]: crops of a real photo (tiled where it is smaller), shifted a few pixels a frame."""
+    image = photo(name)
+    image = np.tile(image, (-(-(height + 3 * frames) // image.shape[0]), -(-(width + 5 * frames) // image.shape[1]), 1))
+    crops = [image[3 * t : 3 * t + height, 5 * t : 5 * t + width] for t in range(frames)]
+    return torch.from_numpy(np.stack(crops)).permute(0, 3, 1, 2).contiguous()
+
+
+# name -> (videos, per-call kwargs)
+VIDEO_CALLS = {
+    "odd-and-1080p": (lambda: [clip(3, "chelsea", 57, 29), clip(2, "rocket", 1080, 1920)], {}),
+    "lengths-and-budget": (
+        lambda: [clip(4, "coffee", 240, 200), clip(1, "astronaut", 336, 336)],
+        {"max_soft_tokens": 280},
+    ),
+    "bytes": (lambda: [clip(2, "coffee", 101, 333)], {"do_rescale": False, "do_normalize": False}),
+    "rescale-alone": (lambda: [clip(2, "coffee", 101, 333)], {"do_normalize": False}),
+    "gray": (lambda: [clip(2, "rocket", 90, 160)[:, :1].contiguous()], {}),
+}
+
+
+def video_check(monkeypatch, name: str, videos: list, config: dict | None = None, **kwargs):
+    cls = VIDEO_CLASSES[name]
+    upstream = cls(**(config or {}))
+    adapter = FusedHFVideoProcessor(cls(**(config or {})))
+    assert isinstance(adapter, cls)
+    forbid_upstream(monkeypatch, adapter)
+    return adapter(videos, **kwargs), upstream(videos, **kwargs)
+
+
+@pytest.mark.parametrize("case", VIDEO_CALLS)
+@pytest.mark.parametrize("name", VIDEO_CLASSES)
+def test_video_adapter_matches_transformers(monkeypatch, name, case):
+    make, kwargs = VIDEO_CALLS[case]
+    videos = make()
+    got, want = video_check(monkeypatch, name, videos, do_sample_frames=False, return_tensors="pt", **kwargs)
+    assert_same(dict(got), dict(want), f"{name} video {case}")
+    assert want["num_frames_per_video"].tolist() == [len(v) for v in videos]
+
+
+@pytest.mark.parametrize("name", VIDEO_CLASSES)
+def test_video_return_tensors_unset_and_sampling_are_transformers(monkeypatch, name):
+    """Unset: one concatenated tensor each, the counts lists of ints. Sampled (by num_frames, and by fps):
+    upstream's own sample_frames picks the frames, the adapter does their work."""
+    videos = [clip(3, "chelsea", 57, 29), clip(2, "coffee", 120, 90)]
+    got, want = video_check(monkeypatch, name, videos, do_sample_frames=False)
+    assert set(got) == set(want)
+    for key in ("num_frames_per_video", "num_soft_tokens_per_video"):
+        assert got[key] == want[key] and all(type(v) is int for v in got[key]), key
+    tensors = ("pixel_values_videos", "video_position_ids")
+    assert_same({k: got[k] for k in tensors}, {k: want[k] for k in tensors}, f"{name} unset")
+    VideoMetadata = transformers.video_utils.VideoMetadata
+    videos = [clip(8, "chelsea", 64, 48), clip(6, "coffee", 48, 80)]
+    meta = [{"total_num_frames": 8, "fps": 4.0, "duration": 2.0}, {"total_num_frames": 6, "fps": 3.0, "duration": 2.0}]
+    # (num_frames and fps exclude each other: sampling by fps needs a config without the class's num_frames)
+    for config, kwargs in (({}, {"num_frames": 3}), ({"num_frames": None}, {"fps": 1})):
+        fresh = lambda: [VideoMetadata(**m) for m in meta]  # noqa: E731 (upstream writes into them)
+        got, want = video_check(
+            monkeypatch, name, videos, config, video_metadata=fresh(), return_tensors="pt", **kwargs
+        )
+        assert_same(dict(got), dict(want), f"{name} sampled {kwargs}")
+        assert want["pixel_values_videos"].shape[0] < 14
+
+
+@pytest.mark.parametrize("name", VIDEO_CLASSES)
+def test_video_processor_from_the_saved_config(name):
+    """FusedVideoProcessor from the config as the class saves it (video_preprocessor_config.json): its own
+    budget (70) and normalize; its sampling is upstream's, so a call asking for it is refused, named."""
+    cls = VIDEO_CLASSES[name]
+    processor = FusedVideoProcessor.from_preprocessor_config(cls().to_dict(), device="cpu")
+    assert processor.settings.kind == ("gemma4_unified" if name == "unified" else "gemma4")
+    videos = [clip(2, "rocket", 200, 300), clip(3, "coffee", 57, 29)]
+    got = processor(videos, do_sample_frames=False)
+    want = cls()(videos, do_sample_frames=False, return_tensors="pt")
+    assert_same(got, dict(want), f"{name} video from-config")
+    with pytest.raises(ValueError, match="frame sampling is not implemented"):
+        processor(videos)

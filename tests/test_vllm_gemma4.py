@@ -6,7 +6,13 @@ small odd image, a 1080p one, the same with a per-request max_soft_tokens, each 
 paths where the model has both): prompt_token_ids, mm_placeholders, mm_hashes and every tensor of every item
 (uint8 and integer exactly, float32 within 1e-6). The plugin's side must hold the family's adapter
 (FusedHFImageProcessor, still an instance of transformers' class), have run the family's processor on every
-request, and hand no call back. Their videos stay on the generic path (test_vllm_generic.py compares them)."""
+request, and hand no call back.
+
+Videos (a small odd clip, an 8-frame 1080p one, the small one with a per-request max_soft_tokens), in the same
+two processes: vLLM 0.34.0's Gemma 4 processing sends a video's frames, as PIL images with max_soft_tokens=70,
+through the processor's image processor (not its video processor), so the family's image adapter serves them,
+one call per video; the plugin's side must also hold the family's video adapter (FusedHFVideoProcessor, still
+an instance of transformers' video class) for whoever calls the video processor itself."""
 
 import importlib
 import importlib.util
@@ -30,6 +36,22 @@ MODELS = ("gemma4", "gemma4_unified", "diffusion_gemma")
 FAMILY = {"gemma4": "gemma4", "gemma4_unified": "gemma4_unified", "diffusion_gemma": "gemma4"}
 # name -> (height, width, mm_processor_kwargs)
 REQUESTS = {"57x29": (57, 29, {}), "1080x1920": (1080, 1920, {}), "kwargs": (1080, 1920, {"max_soft_tokens": 70})}
+# name -> (frames, height, width, mm_processor_kwargs); vLLM sets the frames' budget itself (70), over a request's
+VIDEOS = {
+    "video-4x57x29": (4, 57, 29, {}),
+    "video-8x1080x1920": (8, 1080, 1920, {}),
+    "video-kwargs": (4, 57, 29, {"max_soft_tokens": 280}),
+}
+
+
+def clip(frames: int, height: int, width: int, seed: int):
+    """(uint8 [T, H, W, 3] frames, metadata) as vLLM's video loader hands them, the frames already sampled."""
+    import numpy as np
+
+    video = np.stack([photo(height, width, seed + t) for t in range(frames)])
+    metadata = {"fps": 2.0, "duration": frames / 2.0, "total_num_frames": frames}
+    metadata |= {"frames_indices": list(range(frames)), "video_backend": "opencv", "do_sample_frames": False}
+    return video, metadata
 
 
 def worker(root: str, out_path: str) -> None:
@@ -62,7 +84,8 @@ def worker(root: str, out_path: str) -> None:
         spec = GENERIC_MODELS[model]
         module, cls = registry._MULTIMODAL_MODELS[spec["arch"]]
         module = module if module.startswith("vllm.") else f"vllm.model_executor.models.{module}"
-        image = getattr(importlib.import_module(module), cls).get_placeholder_str("image", 1)
+        model_class = getattr(importlib.import_module(module), cls)
+        image, video = model_class.get_placeholder_str("image", 1), model_class.get_placeholder_str("video", 1)
         for device_normalize in settings(model):
             path = os.path.join(root, model)
             config = ModelConfig(
@@ -81,6 +104,14 @@ def worker(root: str, out_path: str) -> None:
                 )
                 results[f"{key}-{name}"] = outputs(out, "image")
                 results[f"{key}-{name}-served"] = served[before:]
+            results[key + "-video-class"] = class_name(hf.video_processor)
+            results[key + "-video-isinstance"] = isinstance(hf.video_processor, getattr(transformers, spec["video"]))
+            for name, (frames, height, width, kwargs) in VIDEOS.items():
+                before = len(served)
+                data = processor.info.parse_mm_data({"video": [clip(frames, height, width, 40)]})
+                out = processor(f"{video} describe", data, hf_processor_mm_kwargs=kwargs)
+                results[f"{key}-{name}"] = outputs(out, "video")
+                results[f"{key}-{name}-served"] = served[before:]
     torch.save(results, out_path)
 
 
@@ -90,27 +121,35 @@ def sides(tmp_path_factory):
     return written_sides(tmp_path_factory, MODELS, write_model, __file__)
 
 
+@pytest.mark.parametrize("medium", ["image", "video"])
 @pytest.mark.parametrize(("model", "device_normalize"), [(m, n) for m in MODELS for n in settings(m)])
-def test_same_outputs_plugin_on_and_off_served_by_the_family(sides, model, device_normalize):
+def test_same_outputs_plugin_on_and_off_served_by_the_family(sides, model, device_normalize, medium):
     on, off = sides
     key = key_of(model, device_normalize)
-    assert on[key + "-class"] == "fused_input_norm.hf_adapter.FusedHFImageProcessor", on[key + "-class"]
-    assert off[key + "-class"].startswith("transformers."), off[key + "-class"]
-    assert on[key + "-isinstance"] and off[key + "-isinstance"]
-    for name in REQUESTS:
+    cls, adapter, names = ("-class", "FusedHFImageProcessor", REQUESTS)
+    if medium == "video":
+        cls, adapter, names = ("-video-class", "FusedHFVideoProcessor", VIDEOS)
+    assert on[key + cls] == f"fused_input_norm.hf_adapter.{adapter}", on[key + cls]
+    assert off[key + cls].startswith("transformers."), off[key + cls]
+    isinstance_key = key + cls.replace("-class", "-isinstance")
+    assert on[isinstance_key] and off[isinstance_key]
+    for name in names:
         got, expected = on[f"{key}-{name}"], off[f"{key}-{name}"]
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
             assert got[field] == expected[field], f"{name}: {field}"
         assert_same_tensors(name, got["tensors"], expected["tensors"])
+        # the image family computed it (a video's frames: one call of the image adapter)
         assert on[f"{key}-{name}-served"] == [FAMILY[model]], (name, on[f"{key}-{name}-served"])
         assert off[f"{key}-{name}-served"] == [], name
-    # the per-request budget reached the processor: fewer soft tokens than the same image without it
-    assert len(off[f"{key}-kwargs"]["prompt_token_ids"]) < len(off[f"{key}-1080x1920"]["prompt_token_ids"])
+    if medium == "image":  # the per-request budget reached the processor: fewer soft tokens than without it
+        assert len(off[f"{key}-kwargs"]["prompt_token_ids"]) < len(off[f"{key}-1080x1920"]["prompt_token_ids"])
+    else:  # vLLM sets the frames' budget (70) over the request's 280: the same prompt as without it
+        assert off[f"{key}-video-kwargs"]["prompt_token_ids"] == off[f"{key}-video-4x57x29"]["prompt_token_ids"]
 
 
 def test_no_call_handed_back_and_the_log_names_the_family(sides):
     on, off = sides
-    handed_back = [line for line in on["log"] if "serves this call" in line and "ImageProcessor" in line]
+    handed_back = [line for line in on["log"] if "serves this call" in line]
     assert not handed_back, handed_back
     for model in MODELS:
         arch = GENERIC_MODELS[model]["arch"]
