@@ -16,7 +16,8 @@ families.nemotron_vl). NanoNemotronVLProcessor (`NemotronH_Nano_VL_V2` and the N
 no subclass: it cuts InternVL's grid of 512 tiles with torch's antialiased bicubic, and vLLM builds it through
 InputProcessingContext.init_processor, which `serve` wraps so that the first build wraps the class's
 _images_to_pixel_values_lst (reference "torchvision", uint8: vLLM's device-normalize path; its float path, a
-float32 resize, stays vLLM's).
+float32 resize, stays vLLM's) and NanoNemotronVLProcessor._videos_to_pixel_values_lst (each clip's frames resized
+to one size, the same path; uint8 only, as its images).
 
 vLLM's code is only served as this module knows it: the sources of the functions it reproduces must be those
 of vllm 0.34.0 (their SHA-256 below); where they moved, `serve` changes nothing for that class and says why. A
