@@ -16,7 +16,8 @@ families.nemotron_vl). NanoNemotronVLProcessor (`NemotronH_Nano_VL_V2` and the N
 no subclass: it cuts InternVL's grid of 512 tiles with torch's antialiased bicubic, and vLLM builds it through
 InputProcessingContext.init_processor, which `serve` wraps so that the first build wraps the class's
 _images_to_pixel_values_lst (reference "torchvision", uint8: vLLM's device-normalize path; its float path, a
-float32 resize, stays vLLM's).
+float32 resize, stays vLLM's) and NanoNemotronVLProcessor._videos_to_pixel_values_lst (each clip's frames resized
+to one size, the same path; uint8 only, as its images).
 
 vLLM's code is only served as this module knows it: the sources of the functions it reproduces must be those
 of vllm 0.34.0 (their SHA-256 below); where they moved, `serve` changes nothing for that class and says why. A
@@ -148,8 +149,19 @@ NANO = {
     f"{NANO_BASE}._images_to_pixel_values_lst": "5fd39ec7770544b93e2cc4efa2fc3f21dcbd86dd9a1c61ea8476cfd9f71cf96d",
     f"{NANO_BASE}._preprocess_image": "fdc0f50d1036394ecccaecfa1d0909b4a39ac65decc0112e4c57696ac52d8e17",
 }
-# The vLLM classes whose images this module serves (scripts/vllm_reach.py reads it; VIDEO_CLASS: videos).
+# Its videos: each clip's frames resized together to one size (its image size squared, or the size its
+# video_target_num_patches gives, which vLLM reads from get_video_target_size_and_feature_size, called here too).
+NANO_VIDEOS = {
+    "_bicubic_resize_and_normalize": NANO["_bicubic_resize_and_normalize"],
+    "video_to_pixel_values": "b4d3cfda66bb2e2b471d97909076100c7069abdb85d8515689267a47e8c4bc4c",
+    "get_video_target_size_and_feature_size": "d62b7fbdfdcdae210ce2c7ceccc4fa14105c48eedb59ddc2be354edca733dfa5",
+    "_compute_aspect_preserving_size": "0a52bb1b0188b619488eaa3411223540c18d965f4747bf29ba2c7f0dcad986d2",
+    f"{NANO_CLASS}.__init__": "ca50aba5c526cddafb258d3aba0f85866d1951beede13bf35137092a2ac1a172",
+    f"{NANO_CLASS}._videos_to_pixel_values_lst": "f512ccfb87177623a6bd32138516006c60de15caf00ec5f35fe8a8d8d5268e2e",
+}
+# The vLLM classes whose images (videos) this module serves: scripts/vllm_reach.py reads them.
 IMAGE_CLASSES = (*SERVED, NANO_CLASS)
+VIDEO_CLASSES = (VIDEO_CLASS, NANO_CLASS)
 MAX_LOGGED_REASONS = 64
 # vLLM resizes the image in its own mode, then converts it to RGB: for these modes that is the same as
 # converting first (gray repeated to 3 channels), as FusedImageProcessor does.
@@ -230,6 +242,22 @@ def _serve_on_init(handed_back, log: logging.Logger) -> str:
 
 
 def _serve_nano(module, handed_back) -> str:
+    """Serves NanoNemotronVLProcessor's images (_serve_nano_images) and videos (_nano_frames in place of its
+    _videos_to_pixel_values_lst), each where vLLM's code is the one reproduced; says which serves them."""
+    said = [_serve_nano_images(module, handed_back)]
+    reason = moved(module, NANO_VIDEOS)
+    if reason is not None:
+        return "; ".join([*said, f"vLLM's {NANO_CLASS} serves its videos: {reason}"])
+    cls = getattr(module, NANO_CLASS)
+    wrap_method(cls, "_videos_to_pixel_values_lst", functools.partial(_nano_frames, module), handed_back)
+    said.append(
+        f"FusedImageProcessor (reference 'torchvision') serves vLLM's {NANO_CLASS} videos on their uint8 path "
+        f"in place of its antialiased bicubic interpolate; their float path stays vLLM's"
+    )
+    return "; ".join(said)
+
+
+def _serve_nano_images(module, handed_back) -> str:
     """Replaces BaseNanoNemotronVLProcessor._images_to_pixel_values_lst by one that serves the calls _nano_tiles
     does and hands the rest to vLLM's; says which serves it."""
     reason = moved(module, NANO)
@@ -287,6 +315,45 @@ def _nano_tiles(cls, upstream, args: tuple, kwargs: dict) -> list | str:
     except (TypeError, ValueError) as e:
         return str(e)
     return list(torch.split(out["pixel_values"], out["num_patches"].tolist()))
+
+
+def _nano_frames(module, upstream, args: tuple, kwargs: dict) -> list | str:
+    """What vLLM's NanoNemotronVLProcessor._videos_to_pixel_values_lst(videos, dtype=...) returns on its uint8
+    path: per clip, its frames resized with torch's antialiased bicubic, uint8 [frames, 3, h, w]; or why this
+    call goes to vLLM's code."""
+    import numpy as np
+
+    cls = getattr(module, NANO_CLASS)
+    if type(upstream) is not cls:
+        return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
+    if len(args) != 1 or set(kwargs) - {"dtype"} or not isinstance(args[0], list) or not args[0]:
+        return "not called as (a list of videos, dtype=...)"
+    if upstream.do_cpu_normalize:  # the dtype only matters there
+        return "its float path (do_normalize on: a float32 resize, not reproduced)"
+    clips = []
+    for video in args[0]:
+        if not isinstance(video, np.ndarray) or video.dtype != np.uint8 or video.ndim != 4 or video.shape[-1] != 3:
+            return "a video that is not a uint8 [frames, H, W, 3] array"
+        if not len(video):
+            return "a video with no frames"
+        height = width = upstream.image_size
+        if upstream.video_target_num_patches is not None:  # vLLM's own sizing, so that its token count agrees
+            width, height, _ = module.get_video_target_size_and_feature_size(
+                orig_w=video.shape[2],
+                orig_h=video.shape[1],
+                target_patches=upstream.video_target_num_patches,
+                maintain_aspect_ratio=upstream.video_maintain_aspect_ratio,
+                patch_size=upstream.config.patch_size,
+                downsample_ratio=upstream.config.downsample_ratio,
+            )
+        # A frame already at that size comes out as its own bytes (vLLM skips the interpolate there).
+        config = {"image_processor_type": "SiglipImageProcessor", "size": (height, width), "resample": 3}
+        try:
+            out = processor(tuple(sorted(config.items())), "torchvision")(list(video), visual_dtype=torch.uint8)
+        except (TypeError, ValueError) as e:
+            return str(e)
+        clips.append(out["pixel_values"])
+    return clips
 
 
 def _reproduced(name: str, served: Served) -> type | str:

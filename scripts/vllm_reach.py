@@ -7,7 +7,7 @@ images and its videos, and why not where not.
 
 What serves a modality: a fused_input_norm family by name (fused_input_norm.families, through the plugin's hook
 on vLLM's cached_processor_from_config), one of the package's own vLLM-processor modules (vllm_internvl: the
-`fused_input_norm.vllm_*` modules naming the vLLM processor class they serve as CLASS / VIDEO_CLASS), "generic"
+`fused_input_norm.vllm_*` modules naming the vLLM processor classes they serve as CLASS / IMAGE_CLASSES, VIDEO_CLASS / VIDEO_CLASSES), "generic"
 (the generic path: a transformers processor class on its TorchvisionBackend or PilBackend that no family
 reproduces runs its own code with the package's primitives), or "transformers" / "vLLM" / "mistral_common" (not
 served, with the reason). A generic row is "served" only where tests/test_vllm_generic.py compares that
@@ -348,7 +348,7 @@ def read_model(module: str, cls: str) -> dict:
 
 def plugin_modules() -> dict[str, dict[str, str]]:
     """Per modality ("images", "videos"): vLLM processor class -> the fused_input_norm module that serves it in
-    place (each vllm_* module's CLASS or IMAGE_CLASSES for images, its VIDEO_CLASS for videos)."""
+    place (each vllm_* module's CLASS or IMAGE_CLASSES for images, its VIDEO_CLASS or VIDEO_CLASSES for videos)."""
     import fused_input_norm
 
     served = {"images": {}, "videos": {}}
@@ -359,8 +359,9 @@ def plugin_modules() -> dict[str, dict[str, str]]:
         for name in (getattr(module, "CLASS", None), *getattr(module, "IMAGE_CLASSES", ())):
             if isinstance(name, str):
                 served["images"][name] = found.name
-        if isinstance(getattr(module, "VIDEO_CLASS", None), str):
-            served["videos"][module.VIDEO_CLASS] = found.name
+        for name in (getattr(module, "VIDEO_CLASS", None), *getattr(module, "VIDEO_CLASSES", ())):
+            if isinstance(name, str):
+                served["videos"][name] = found.name
     return served
 
 

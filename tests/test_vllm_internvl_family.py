@@ -19,6 +19,7 @@ In this process: the families' tile grids against vLLM's own functions, over man
 """
 
 import importlib.util
+import json
 import os
 import sys
 
@@ -54,7 +55,13 @@ MODELS = {
         (True, False),
     ),
     "nano_nemotron_vl": ("NemotronH_Nano_VL_V2", f"{NANO_MODULE}.NanoNemotronVLProcessor", (True, False)),
+    # the same, its video frames sized by a patch budget (videos only)
+    "nano_nemotron_vl_patches": ("NemotronH_Nano_VL_V2", f"{NANO_MODULE}.NanoNemotronVLProcessor", (True, False)),
 }
+# Models whose videos are compared too (NanoNemotronVLProcessor's: every frame resized to one size), and those
+# whose images are not (the same processor as another model's, only its video size differs).
+VIDEO_MODELS = ("nano_nemotron_vl", "nano_nemotron_vl_patches")
+VIDEO_ONLY = ("nano_nemotron_vl_patches",)
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<image>"]
 
 
@@ -204,11 +211,23 @@ def write_nano_nemotron_vl(path: str) -> None:
     write_remote(path, {"configuration_nano_vl.py": NANO_CONFIG_CODE}, config)
 
 
+def write_nano_nemotron_vl_patches(path: str) -> None:
+    """Nemotron Nano VL v2's layout with its video frames sized by vision_config.video_target_num_patches (a
+    budget of 16x16 patches, the aspect ratio kept) instead of the 512 square."""
+    write_nano_nemotron_vl(path)
+    config_path = os.path.join(path, "config.json")
+    with open(config_path) as f:
+        config = json.load(f)
+    config["vision_config"] |= {"video_target_num_patches": 1024, "video_maintain_aspect_ratio": True}
+    dump(path, "config.json", config)
+
+
 WRITERS = {
     "h2ovl": write_h2ovl,
     "nemotron_vl": write_nemotron_vl,
     "nemotron_vl_embed": write_nemotron_vl_embed,
     "nano_nemotron_vl": write_nano_nemotron_vl,
+    "nano_nemotron_vl_patches": write_nano_nemotron_vl_patches,
 }
 # (height, width): 12 MP, 1080p, VGA, tiny, elongated, a 5:4 tie between 1x2 and 2x1, one tile already.
 SIZES = [(3024, 4032), (1080, 1920), (480, 640), (57, 29), (40, 900), (448, 560), (448, 448)]
@@ -224,6 +243,7 @@ REQUEST_KWARGS = {
     "nemotron_vl": TILE_BOUNDS,
     "nemotron_vl_embed": TILE_BOUNDS,
     "nano_nemotron_vl": [{"max_num_tiles": 4}, {"max_num_tiles": 1}],
+    "nano_nemotron_vl_patches": [],
 }
 
 
@@ -239,6 +259,33 @@ def requests(model: str):
         out.append((f"kwargs{i}-batch", "<image> and <image> and <image> compare", batch, kwargs))
         out.append((f"kwargs{i}-one", "<image> describe", batch[1:2], kwargs))
     return out
+
+
+def video_requests(model: str):
+    """(name, prompt, videos): clips as vLLM's video loader hands them (uint8 [frames, H, W, 3], metadata with
+    the frames already sampled): a small odd one, 1080p, one already 512 square (vLLM does not resize it), and
+    two clips of different sizes in one prompt (of one aspect ratio where the frames keep theirs: vLLM
+    concatenates the clips' frames, and fails on two sizes, plugin on or off)."""
+    import numpy as np
+
+    def clip(frames: int, height: int, width: int, seed: int):
+        video = np.stack([photo(height, width, seed + t) for t in range(frames)])
+        metadata = {"fps": 2.0, "duration": frames / 2.0, "total_num_frames": frames}
+        metadata |= {"frames_indices": list(range(frames)), "video_backend": "opencv", "do_sample_frames": False}
+        return video, metadata
+
+    aspect_kept = model in VIDEO_ONLY
+    two = (
+        [clip(3, 270, 480, 80), clip(4, 360, 640, 85)]
+        if aspect_kept
+        else [clip(3, 240, 200, 80), clip(4, 360, 640, 85)]
+    )
+    return [
+        ("clip-5x57x91", "<video> describe", [clip(5, 57, 91, 70)]),
+        ("clip-2x1080x1920", "<video> describe", [clip(2, 1080, 1920, 75)]),
+        ("clip-2x512x512", "<video> describe", [clip(2, 512, 512, 78)]),
+        ("clips-2", "<video> and <video> compare", two),
+    ]
 
 
 def worker(root: str, out_path: str) -> None:
@@ -264,9 +311,16 @@ def worker(root: str, out_path: str) -> None:
             upstream = getattr(hf_processor, "image_processor", hf_processor)  # NanoNemotronVL's preprocesses itself
             key = f"{model}-{path_name(device_normalize)}"
             results[f"{key}-class"] = f"{type(upstream).__module__}.{type(upstream).__qualname__}"
-            served = upstream.__call__ if model != "nano_nemotron_vl" else upstream._images_to_pixel_values_lst
+            nano = model.startswith("nano_nemotron_vl")
+            served = upstream._images_to_pixel_values_lst if nano else upstream.__call__
             results[f"{key}-served"] = hasattr(served, "fused_input_norm_wrapped")
-            for name, prompt, images, kwargs in requests(model):
+            if model in VIDEO_MODELS:
+                served = hf_processor._videos_to_pixel_values_lst
+                results[f"{key}-video-served"] = hasattr(served, "fused_input_norm_wrapped")
+                for name, prompt, videos in video_requests(model):
+                    out = processor(prompt, processor.info.parse_mm_data({"video": videos}), hf_processor_mm_kwargs={})
+                    results[f"{key}-{name}"] = outputs(out, "video")
+            for name, prompt, images, kwargs in requests(model) if model not in VIDEO_ONLY else ():
                 mm_data = processor.info.parse_mm_data({"image": images})
                 out = processor(prompt, mm_data, hf_processor_mm_kwargs=kwargs)
                 results[f"{key}-{name}"] = outputs(out, "image")
@@ -298,11 +352,16 @@ def test_same_outputs_plugin_on_and_off(sides, model, path):
     assert on[f"{key}-served"] and not off[f"{key}-served"]
     name = MODELS[model][1].rsplit(".", 1)[1]
     handed_back = [line for line in on[f"{key}-log"] if f"{name} serves this call" in line]
-    if path == "float" and model == "nano_nemotron_vl":  # its float32 resize is not reproduced: vLLM's, and said
-        assert len(handed_back) == 1 and "its float path" in handed_back[0], on["log"]
+    if path == "float" and model in VIDEO_MODELS:  # its float32 resize is not reproduced: vLLM's, and said (once)
+        assert all("its float path" in line for line in handed_back), on["log"]
+        assert len(handed_back) == (model == "nano_nemotron_vl"), on["log"]  # the first model on that path says it
     else:  # strict: every call the package's
         assert not handed_back, on["log"]
-    assert_same_results(on, off, key, [request for request, *_ in requests(model)], path == "uint8")
+    names = [request for request, *_ in requests(model)] if model not in VIDEO_ONLY else []
+    if model in VIDEO_MODELS:
+        assert on[f"{key}-video-served"] and not off[f"{key}-video-served"]
+        names += [request for request, *_ in video_requests(model)]
+    assert_same_results(on, off, key, names, path == "uint8")
 
 
 def test_log_says_fused_serves_the_subclasses(sides):
@@ -314,6 +373,7 @@ def test_log_says_fused_serves_the_subclasses(sides):
         assert not any(name in line for line in off["log"]), off["log"]
     nano = [line for line in on["log"] if "serves vLLM's NanoNemotronVLProcessor images on its uint8 path" in line]
     assert len(nano) == 1, on["log"]  # once, when vLLM first builds one
+    assert "serves vLLM's NanoNemotronVLProcessor videos on their uint8 path" in nano[0], nano
     assert not any("NanoNemotronVLProcessor" in line for line in off["log"]), off["log"]
 
 
@@ -374,6 +434,7 @@ def test_served_only_as_vllm_0_34_writes_them():
         (NEMOTRON_VL_MODULE, vllm_internvl.NEMOTRON_VL),
         (NEMOTRON_VL_MODULE, vllm_internvl.NEMOTRON_VL_EMBED),
         (NANO_MODULE, vllm_internvl.NANO),
+        (NANO_MODULE, vllm_internvl.NANO_VIDEOS),
     ]:
         module = importlib.import_module(name)
         assert vllm_internvl.moved(module, reproduced) is None, name
