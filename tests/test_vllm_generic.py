@@ -488,8 +488,8 @@ def test_same_outputs_plugin_on_and_off(sides, model, device_normalize):
 
 def test_no_call_handed_back_and_the_log_names_the_generic_path(sides):
     """Strict: no call of these models went back to transformers (the adapter logs each hand-back) beyond those
-    HANDED_BACK and HANDED_BACK_ANY list, and one line per model says the generic path serves it; the
-    plugin-off side says nothing of them."""
+    HANDED_BACK and HANDED_BACK_ANY list, and one line per model says the generic path serves it (its videos,
+    where a family serves its images); the plugin-off side says nothing of them."""
     on, off = sides
     handed_back = {line.split("fused_input_norm: ", 1)[1] for line in on["log"] if "serves this call" in line}
     expected = {f"transformers' {name} serves this call: {why}" for name, whys in HANDED_BACK.items() for why in whys}
@@ -499,8 +499,8 @@ def test_no_call_handed_back_and_the_log_names_the_generic_path(sides):
     for model, spec in MODELS.items():
         assert not any(f"'{spec['arch']}'" in line for line in off["log"]), off["log"]
         lines = [line for line in on["log"] if f"'{spec['arch']}'" in line and "the generic path serves" in line]
-        if family_of(model):  # the family's images are checked as test_vllm_families checks its models'; the
-            if generic_serves(model, video=True):  # generic path's videos, on the same line, here
+        if family_of(model):  # the family's images: checked as test_vllm_families checks its models'
+            if generic_serves(model, video=True):  # the generic path's videos: said on the same line
                 video = f"the generic path serves videos: transformers' {spec['video']} runs"
                 assert lines and all(video in line for line in lines), (model, on["log"])
             continue
