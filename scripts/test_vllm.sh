@@ -51,7 +51,7 @@ TESTS=(
   tests/test_vllm_families.py       # every family: Qwen-VL, LLaVA, PaliGemma, Gemma 3, GLM-4.1V, InternVL, LLaVA-OV, ...
   tests/test_vllm_server.py         # the server's request path
   tests/test_vllm_hostile.py        # hostile per-request kwargs, plugin on vs off (~40 s)
-  tests/test_vllm_generic.py        # the generic path: 13 architectures no family serves (~2.5 min)
+  tests/test_vllm_generic.py        # the generic path: 14 architectures (GLM-OCR for its videos) (~2.7 min)
   tests/test_vllm_gemma4.py         # Gemma 4, Gemma 4 Unified, DiffusionGemma images + videos by the gemma4 families (~95 s)
   tests/test_vllm_copies.py         # copies served by a family; processors vLLM builds elsewhere (~60 s)
   tests/test_vllm_deepseek_ocr.py   # vLLM's own DeepSeek-OCR processor: DeepSeek-OCR, -2, Unlimited-OCR (~110 s)

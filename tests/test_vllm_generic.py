@@ -60,6 +60,12 @@ MINICPM_V4_7_IDS = {"image_start_id": "<image>", "image_end_id": "</image>", "sl
 MINICPM_V4_7_IDS |= {"slice_end_id": "</slice>", "newline_id": "\n"}
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 IMAGE_VIDEO_BOUNDS = ["<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>"]
+# GLM-V's tokens (GLM-5 Next, GLM-OCR): the tokenizer's, those it names, the config's token ids
+GLM_SPECIAL = ["<|endoftext|>", "[gMASK]", "<sop>", *IMAGE_VIDEO_BOUNDS]
+GLM_NAMED = {"image_token": "<|image|>", "video_token": "<|video|>"}
+GLM_IDS = {"image_token_id": "<|image|>", "video_token_id": "<|video|>"}
+GLM_IDS |= {"image_start_token_id": "<|begin_of_image|>", "image_end_token_id": "<|end_of_image|>"}
+GLM_IDS |= {"video_start_token_id": "<|begin_of_video|>", "video_end_token_id": "<|end_of_video|>"}
 MOLMO2_SPECIAL = ["<|endoftext|>", "<|im_end|>", "<im_start>", "<im_end>", "<im_patch>", "<im_col>", "<im_low>"]
 MOLMO2_SPECIAL += ["<low_res_im_start>", "<frame_start>", "<frame_end>", "<|image|>", "<|video|>"]
 MUSE_SPECIAL = ["<|begin_of_text|>", "<|eot|>", "<|image_start|>", "<|image_end|>", "<|patch|>", "<|vid_start|>"]
@@ -153,14 +159,26 @@ MODELS = {
         processor="Glm5NextProcessor",
         image="Glm5NextImageProcessor",
         video="Glm5NextVideoProcessor",
-        special=["<|endoftext|>", "[gMASK]", "<sop>", *IMAGE_VIDEO_BOUNDS],
-        named={"image_token": "<|image|>", "video_token": "<|video|>"},
-        ids={"image_token_id": "<|image|>", "video_token_id": "<|video|>"}
-        | {"image_start_token_id": "<|begin_of_image|>", "image_end_token_id": "<|end_of_image|>"}
-        | {"video_start_token_id": "<|begin_of_video|>", "video_end_token_id": "<|end_of_video|>"},
+        special=GLM_SPECIAL,
+        named=GLM_NAMED,
+        ids=GLM_IDS,
         normalize=(True, False),
         kwargs={"max_image_tokens": 256},
         video_request={"max_image_tokens": 64},
+    ),
+    # GLM-OCR: its images are Glm46VImageProcessor's (the glm4v family; test_vllm_copies compares them with the
+    # checkpoint's own preprocessor_config.json), its videos Glm46VVideoProcessor's, which no family reproduces
+    "glm_ocr": dict(
+        arch="GlmOcrForConditionalGeneration",
+        config="GlmOcrConfig",
+        processor="Glm46VProcessor",
+        image="Glm46VImageProcessor",
+        video="Glm46VVideoProcessor",
+        special=GLM_SPECIAL,
+        named=GLM_NAMED,
+        ids=GLM_IDS,
+        kwargs={"size": {"shortest_edge": 3136, "longest_edge": 401408}},
+        video_request={"size": {"shortest_edge": 3136, "longest_edge": 65536}},
     ),
     "lfm2_vl": dict(
         arch="Lfm2VlForConditionalGeneration",
@@ -470,8 +488,8 @@ def test_same_outputs_plugin_on_and_off(sides, model, device_normalize):
 
 def test_no_call_handed_back_and_the_log_names_the_generic_path(sides):
     """Strict: no call of these models went back to transformers (the adapter logs each hand-back) beyond those
-    HANDED_BACK and HANDED_BACK_ANY list, and one line per model says the generic path serves it; the
-    plugin-off side says nothing of them."""
+    HANDED_BACK and HANDED_BACK_ANY list, and one line per model says the generic path serves it (its videos,
+    where a family serves its images); the plugin-off side says nothing of them."""
     on, off = sides
     handed_back = {line.split("fused_input_norm: ", 1)[1] for line in on["log"] if "serves this call" in line}
     expected = {f"transformers' {name} serves this call: {why}" for name, whys in HANDED_BACK.items() for why in whys}
@@ -479,11 +497,14 @@ def test_no_call_handed_back_and_the_log_names_the_generic_path(sides):
     unexpected = [line for line in handed_back - expected if line.split(": ", 1)[1] not in HANDED_BACK_ANY]
     assert not unexpected, unexpected
     for model, spec in MODELS.items():
-        if family_of(model):  # the family's line, checked as test_vllm_families checks its models'
-            continue
-        lines = [line for line in on["log"] if f"'{spec['arch']}'" in line and "the generic path serves" in line]
-        assert lines and all(f"transformers' {spec['image']}" in line for line in lines), (model, on["log"])
         assert not any(f"'{spec['arch']}'" in line for line in off["log"]), off["log"]
+        lines = [line for line in on["log"] if f"'{spec['arch']}'" in line and "the generic path serves" in line]
+        if family_of(model):  # the family's images: checked as test_vllm_families checks its models'
+            if generic_serves(model, video=True):  # the generic path's videos: said on the same line
+                video = f"the generic path serves videos: transformers' {spec['video']} runs"
+                assert lines and all(video in line for line in lines), (model, on["log"])
+            continue
+        assert lines and all(f"transformers' {spec['image']}" in line for line in lines), (model, on["log"])
 
 
 if __name__ == "__main__":

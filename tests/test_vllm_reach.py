@@ -89,7 +89,8 @@ def on_off_tested() -> dict[str, set[str]]:
 # not through vLLM's apply(). ERNIE-4.5-VL's images (Ernie4_5_VLMoeImageProcessor, tested against transformers in
 # test_families_copies.py): vLLM 0.34.0's Ernie4_5_VL processing reads the checkpoints' remote-code processor
 # (its "images" and "grid_thw" outputs, spatial_conv_size), which transformers' Ernie4_5_VLMoeProcessor does not
-# give, so no directory in transformers' format runs through its apply(). The test below fails when this set is
+# give, so no directory in transformers' format runs through its apply() (its videos neither: tried with
+# Ernie4_5_VLMoeVideoProcessor, stock vLLM fails on every request). The test below fails when this set is
 # not exactly the gaps, in either direction.
 UNTESTED_IN_VLLM = {("videos", "glm4v"), ("images", "ernie4_5_vl")}
 
