@@ -274,7 +274,7 @@ class _Holder:
 
 def test_stand_in_gives_the_generic_path_where_no_family_serves_and_the_family_where_one_does():
     cohere = processor_class("Cohere2VisionImageProcessor")  # no family reproduces either of these two
-    video = processor_class("Gemma4VideoProcessor")
+    video = processor_class("InstructBlipVideoVideoProcessor")
     qwen = processor_class("Qwen2VLImageProcessor")
     holder = _Holder(cohere(), video())
     log = logging.getLogger("test")

@@ -48,7 +48,7 @@ def on_off_tested() -> dict[str, set[str]]:
     """The families (and vllm_* modules) whose vLLM on-vs-off test runs, per modality: images from
     tests/test_vllm_families.py's models, videos from its video models (InternVL chat, LLaVA-OV, InternVL-hf)
     tests/test_vllm_processor.py's Qwen-VL models, tests/test_vllm_copies.py's and tests/test_vllm_gemma4.py's
-    models, tests/test_vllm_moondream3.py's (Moondream 3), tests/test_vllm_step3.py's (Step3-VL),
+    models (its images and videos), tests/test_vllm_moondream3.py's (Moondream 3), tests/test_vllm_step3.py's (Step3-VL),
     tests/test_vllm_kimi.py's (Kimi-K2.5 images and video chunks, K3, K3.1) and tests/test_vllm_deepseek_v4.py's
     (DeepSeek-V4 / V4.1)."""
     import test_vllm_families
@@ -81,6 +81,7 @@ def on_off_tested() -> dict[str, set[str]]:
     import test_vllm_gemma4  # Gemma 4, Gemma 4 Unified, DiffusionGemma: the gemma4 and gemma4_unified families
 
     images |= set(test_vllm_gemma4.FAMILY.values())
+    videos |= set(test_vllm_gemma4.FAMILY.values())  # their videos too (vLLM sends the frames as images)
     return {"images": images, "videos": videos}
 
 
