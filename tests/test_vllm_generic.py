@@ -60,12 +60,15 @@ MINICPM_V4_7_IDS = {"image_start_id": "<image>", "image_end_id": "</image>", "sl
 MINICPM_V4_7_IDS |= {"slice_end_id": "</slice>", "newline_id": "\n"}
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 IMAGE_VIDEO_BOUNDS = ["<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>"]
-# GLM-V's tokens (GLM-5 Next, GLM-OCR): the tokenizer's, those it names, the config's token ids
-GLM_SPECIAL = ["<|endoftext|>", "[gMASK]", "<sop>", *IMAGE_VIDEO_BOUNDS]
-GLM_NAMED = {"image_token": "<|image|>", "video_token": "<|video|>"}
 GLM_IDS = {"image_token_id": "<|image|>", "video_token_id": "<|video|>"}
 GLM_IDS |= {"image_start_token_id": "<|begin_of_image|>", "image_end_token_id": "<|end_of_image|>"}
 GLM_IDS |= {"video_start_token_id": "<|begin_of_video|>", "video_end_token_id": "<|end_of_video|>"}
+# What GLM-V's tokenizers and configs share (MODELS' fields, below): GLM-5 Next's, GLM-OCR's
+GLM = dict(
+    special=["<|endoftext|>", "[gMASK]", "<sop>", *IMAGE_VIDEO_BOUNDS],
+    named={"image_token": "<|image|>", "video_token": "<|video|>"},
+    ids=GLM_IDS,
+)
 MOLMO2_SPECIAL = ["<|endoftext|>", "<|im_end|>", "<im_start>", "<im_end>", "<im_patch>", "<im_col>", "<im_low>"]
 MOLMO2_SPECIAL += ["<low_res_im_start>", "<frame_start>", "<frame_end>", "<|image|>", "<|video|>"]
 MUSE_SPECIAL = ["<|begin_of_text|>", "<|eot|>", "<|image_start|>", "<|image_end|>", "<|patch|>", "<|vid_start|>"]
@@ -153,30 +156,26 @@ MODELS = {
     # (its tokenizer keeps the audio tokens: Gemma4Processor refuses one without them; its config has no audio)
     "diffusion_gemma": GEMMA4
     | dict(arch="DiffusionGemmaForBlockDiffusion", config="DiffusionGemmaConfig", ids=GEMMA4_IDS),
-    "glm5_next": dict(
+    "glm5_next": GLM
+    | dict(
         arch="Glm5NextForConditionalGeneration",
         config="Glm5NextConfig",
         processor="Glm5NextProcessor",
         image="Glm5NextImageProcessor",
         video="Glm5NextVideoProcessor",
-        special=GLM_SPECIAL,
-        named=GLM_NAMED,
-        ids=GLM_IDS,
         normalize=(True, False),
         kwargs={"max_image_tokens": 256},
         video_request={"max_image_tokens": 64},
     ),
     # GLM-OCR: its images are Glm46VImageProcessor's (the glm4v family; test_vllm_copies compares them with the
     # checkpoint's own preprocessor_config.json), its videos Glm46VVideoProcessor's, which no family reproduces
-    "glm_ocr": dict(
+    "glm_ocr": GLM
+    | dict(
         arch="GlmOcrForConditionalGeneration",
         config="GlmOcrConfig",
         processor="Glm46VProcessor",
         image="Glm46VImageProcessor",
         video="Glm46VVideoProcessor",
-        special=GLM_SPECIAL,
-        named=GLM_NAMED,
-        ids=GLM_IDS,
         kwargs={"size": {"shortest_edge": 3136, "longest_edge": 401408}},
         video_request={"size": {"shortest_edge": 3136, "longest_edge": 65536}},
     ),
