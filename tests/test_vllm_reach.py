@@ -201,7 +201,8 @@ def test_a_processor_vllm_builds_itself_is_served_by_the_module_that_wraps_it(re
     """Processors vLLM builds outside cached_processor_from_config: OpenCUA's (vllm_plugin.BUILT_ELSEWHERE,
     run plugin on vs off by test_vllm_copies) is served by its family; LLaVA-OneVision-2's is reached the same
     way but has no vLLM test, so its row says not, and why; H2OVL's (vLLM's own class) by the vllm_* module
-    that wraps it (served_in_place), and without one the row says why not."""
+    that wraps it (served_in_place), and without one the row says why not; NanoNemotronVL's images and videos
+    by vllm_internvl."""
     from vllm.model_executor.models import registry
 
     def row(architecture: str, served_in_place: dict) -> dict:
@@ -214,3 +215,7 @@ def test_a_processor_vllm_builds_itself_is_served_by_the_module_that_wraps_it(re
     assert row("H2OVLChatModel", {})["status"] == "not"
     h2ovl = row("H2OVLChatModel", {"images": {"H2OVLImageProcessor": "vllm_internvl"}})
     assert (h2ovl["images"], h2ovl["videos"], h2ovl["status"]) == ("vllm_internvl", "vLLM", "partly"), h2ovl
+    # NanoNemotronVLProcessor (built through init_processor): its images and videos by vllm_internvl's VIDEO_CLASSES
+    for architecture in ("NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3"):
+        nano = row(architecture, reach.plugin_modules())
+        assert (nano["images"], nano["videos"], nano["status"]) == ("vllm_internvl",) * 2 + ("served",), nano
