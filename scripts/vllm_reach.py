@@ -334,7 +334,14 @@ def read_model(module: str, cls: str) -> dict:
     info = getattr(factory, "info", None)
     builds = ""
     if isinstance(info, type):
-        media |= _constants(_source(info.get_supported_mm_limits), ("get_supported_mm_limits",))
+        # What the processing info accepts (its get_supported_mm_limits and those it overrides, up its classes)
+        # bounds what the model class has placeholders for: H2OVL's model is InternVL's, with a video
+        # placeholder, but its processing info takes images only.
+        limits = set()
+        for klass in info.__mro__:
+            if "get_supported_mm_limits" in vars(klass):
+                limits |= _constants(_source(vars(klass)["get_supported_mm_limits"]), ("get_supported_mm_limits",))
+        media = media & limits if media and limits else media | limits
         builds = _builds(info)
     elif info is not None:  # a function choosing the info class (LLaVA's): read the model module instead
         builds = _source(sys.modules[name])
