@@ -26,7 +26,7 @@ import logging
 import torch
 
 from .families import deepseek_ocr
-from .vllm_internvl import HandedBack, digest, moved, processor, wrap_method
+from .vllm_internvl import HandedBack, digest, processor, unwrapped_class, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.deepseek_ocr"
 UNLIMITED_MODULE = "vllm.transformers_utils.processors.unlimited_ocr"
@@ -77,21 +77,16 @@ class _Shape:
 def serve(log: logging.Logger) -> str:
     """Makes FusedImageProcessor serve vLLM's DeepseekOCRProcessor (and its Unlimited-OCR subclasses); returns
     the sentence to log."""
+    served = f"FusedImageProcessor (reference 'pil') serves vLLM's {CLASS} in place of its Pillow resize, pad, ToTensor and Normalize"
+    label = "vLLM's DeepSeek-OCR processing"
+    _, cls, stop = unwrapped_class(MODULE, CLASS, "tokenize_with_images", REPRODUCED, served, label)
+    if stop is not None:
+        return stop
     try:
-        module = importlib.import_module(MODULE)
         unlimited = importlib.import_module(UNLIMITED_MODULE)
     except ImportError as e:
-        return f"vLLM's DeepSeek-OCR processor stays vLLM's: this vLLM has no {MODULE} or {UNLIMITED_MODULE} ({e})"
-    cls = getattr(module, CLASS, None)
-    if cls is None:
-        return f"vLLM's DeepSeek-OCR processing stays vLLM's: this vLLM has no {MODULE}.{CLASS}"
-    served = f"FusedImageProcessor (reference 'pil') serves vLLM's {CLASS} in place of its Pillow resize, pad, ToTensor and Normalize"
+        return f"{label} stays vLLM's: this vLLM has no {UNLIMITED_MODULE} ({e})"
     original = cls.tokenize_with_images
-    if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
-        return served
-    reason = moved(module, REPRODUCED)
-    if reason is not None:
-        return f"vLLM's {CLASS} serves: {reason}"
     resize_first = {cls: True}
     for name, (method, expected, first) in SUBCLASSES.items():
         subclass = getattr(unlimited, name, None)

@@ -188,6 +188,29 @@ def moved(module: object, reproduced: dict = IMAGES) -> str | None:
     return None
 
 
+def unwrapped_class(
+    module_name: str, class_name: str, method: str, reproduced: dict, served: str, label: str | None = None
+) -> tuple[object, type | None, str | None]:
+    """The steps every vllm_* module takes before serving `class_name.method` in place: import vLLM's module,
+    find the class, leave a method an earlier plugin load wrapped alone, and check the SHA-256 of what it
+    reproduces (`moved`). (module, class, None) to go on; (module or None, None, the sentence to log) where it
+    stops. `label`: how the sentence names vLLM's processing (its class by default)."""
+    label = label or f"vLLM's {class_name}"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        return None, None, f"{label} stays vLLM's: this vLLM has no {module_name} ({e})"
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        return module, None, f"{label} stays vLLM's: this vLLM has no {module_name}.{class_name}"
+    if getattr(getattr(cls, method, None), "fused_input_norm_wrapped", None) is not None:  # plugins load again
+        return module, None, served
+    reason = moved(module, reproduced)
+    if reason is not None:
+        return module, None, f"vLLM's {class_name} serves: {reason}"
+    return module, cls, None
+
+
 def serve(log: logging.Logger) -> str:
     """Makes FusedImageProcessor serve vLLM's InternVLChatImageProcessor (and the subclasses SERVED names) and
     InternVLChatVideoProcessor; returns the sentence to log."""

@@ -26,7 +26,6 @@ Importing MODULE imports numba (seconds): the plugin calls `serve` only once vLL
 """
 
 import functools
-import importlib
 import inspect
 import logging
 import math
@@ -35,7 +34,7 @@ import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, moved, wrap_method
+from .vllm_internvl import HandedBack, unwrapped_class, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.kimi_k25_vision_fused"
 CLASS = "KimiK25FusedVisionProcessor"
@@ -55,23 +54,14 @@ _PLANS = resize.PlanCache()
 def serve(log: logging.Logger) -> str:
     """Makes the fused resize op serve vLLM's KimiK25FusedVisionProcessor.preprocess; returns the sentence to
     log."""
-    try:
-        module = importlib.import_module(MODULE)
-    except ImportError as e:
-        return f"vLLM's {CLASS} stays vLLM's: this vLLM has no {MODULE} ({e})"
-    cls = getattr(module, CLASS, None)
-    if cls is None:
-        return f"vLLM's {CLASS} stays vLLM's: this vLLM has no {MODULE}.{CLASS}"
     served = (
         f"the fused resize op (reference 'pil') serves vLLM's {CLASS} (Kimi-K2.5, K3, K3.1) in place of its "
         "Pillow bicubic resize and numba pad, normalize and patchify"
     )
+    module, cls, stop = unwrapped_class(MODULE, CLASS, "preprocess", REPRODUCED, served)
+    if stop is not None:
+        return stop
     original = cls.preprocess
-    if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
-        return served
-    reason = moved(module, REPRODUCED)
-    if reason is not None:
-        return f"vLLM's {CLASS} serves: {reason}"
     signature = inspect.signature(original)
 
     def serve_call(upstream, args: tuple, kwargs: dict) -> object:

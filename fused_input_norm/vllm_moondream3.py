@@ -17,14 +17,13 @@ vllm is imported only inside `serve`.
 """
 
 import functools
-import importlib
 import inspect
 import logging
 
 import torch
 
 from .processor import FusedImageProcessor
-from .vllm_internvl import HandedBack, moved, wrap_method
+from .vllm_internvl import HandedBack, unwrapped_class, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.moondream3"
 CLASS = "Moondream3Processor"
@@ -40,23 +39,15 @@ SETTINGS = ("max_crops", "overlap_margin", "crop_size", "patch_size")
 
 def serve(log: logging.Logger) -> str:
     """Makes FusedImageProcessor serve vLLM's Moondream3Processor.preprocess_image; returns the sentence to log."""
-    try:
-        module = importlib.import_module(MODULE)
-    except ImportError as e:
-        return f"vLLM's Moondream 3 processor stays vLLM's: this vLLM has no {MODULE} ({e})"
-    cls = getattr(module, CLASS, None)
-    if cls is None:
-        return f"vLLM's Moondream 3 processing stays vLLM's: this vLLM has no {MODULE}.{CLASS}"
     served = (
         f"FusedImageProcessor (reference 'pil') serves vLLM's {CLASS} in place of its Pillow LANCZOS resizes, "
         f"crops and bfloat16 normalize"
     )
+    label = "vLLM's Moondream 3 processing"
+    _, cls, stop = unwrapped_class(MODULE, CLASS, "preprocess_image", REPRODUCED, served, label)
+    if stop is not None:
+        return stop
     original = cls.preprocess_image
-    if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
-        return served
-    reason = moved(module, REPRODUCED)
-    if reason is not None:
-        return f"vLLM's {CLASS} serves: {reason}"
     handed_back = HandedBack(log)
     signature = inspect.signature(original)
 

@@ -24,7 +24,6 @@ vllm is imported only inside `serve`.
 """
 
 import functools
-import importlib
 import inspect
 import logging
 
@@ -32,7 +31,7 @@ import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, moved, pil_images, wrap_method
+from .vllm_internvl import HandedBack, pil_images, unwrapped_class, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.step3_vl"
 CLASS = "Step3VLImageProcessor"
@@ -66,25 +65,16 @@ _PLANS = resize.PlanCache()
 
 def serve(log: logging.Logger) -> str:
     """Makes FusedImageProcessor's resize op serve vLLM's Step3VLImageProcessor; returns the sentence to log."""
-    try:
-        module = importlib.import_module(MODULE)
-    except ImportError as e:
-        return f"vLLM's {CLASS} stays vLLM's: this vLLM has no {MODULE} ({e})"
-    cls = getattr(module, CLASS, None)
-    if cls is None:
-        return f"vLLM's {CLASS} stays vLLM's: this vLLM has no {MODULE}.{CLASS}"
     served = (
         f"the fused resize op (reference 'pil') serves vLLM's {CLASS} in place of its Pillow resizes, crops, "
         "ToTensor and Normalize"
     )
+    module, cls, stop = unwrapped_class(MODULE, CLASS, "__call__", REPRODUCED, served)
+    if stop is not None:
+        return stop
+    if getattr(module, "MAX_IMAGE_SIZE", None) != MAX_IMAGE_SIZE:
+        return f"vLLM's {CLASS} serves: its MAX_IMAGE_SIZE is not {MAX_IMAGE_SIZE}"
     original = cls.__call__
-    if getattr(original, "fused_input_norm_wrapped", None) is not None:  # vLLM may load plugins more than once
-        return served
-    reason = moved(module, REPRODUCED)
-    if reason is None and getattr(module, "MAX_IMAGE_SIZE", None) != MAX_IMAGE_SIZE:
-        reason = f"its MAX_IMAGE_SIZE is not {MAX_IMAGE_SIZE}"
-    if reason is not None:
-        return f"vLLM's {CLASS} serves: {reason}"
     handed_back = HandedBack(log)
 
     signature = inspect.signature(original)
