@@ -15,9 +15,12 @@ case "${TORCH_SPEC:-torch==2.14.1}" in
 esac
 EXTRAS="pytest pytest-xdist hypothesis expecttest transformers scikit-image matplotlib opencv-python-headless $torchvision ${EXTRAS:-}" bash scripts/setup_env.sh
 VENV=${VENV:-.venv}
-# pytest-xdist workers: one per core, at most 4 (each holds its own torch and transformers, ~1-2 GB);
-# PYTEST_WORKERS=0 runs in this process. loadgroup: the multi-GiB tests (xdist_group "gibibytes") share one
-# worker, so they never run side by side. On the 2-core CI machine: suite 460 s -> 319 s.
+# pytest-xdist workers: one per two cores (torch runs each test's ops on two threads or more), at most 4
+# (each holds its own torch and transformers, ~1-2 GB); below 4 cores the suite runs in this process: on the
+# 2-core CI machine, idle, two workers were no faster (308-325 s against 295 s in one process: module fixtures
+# run once per worker). PYTEST_WORKERS=N overrides. loadgroup: the multi-GiB tests (xdist_group "gibibytes")
+# share one worker, so they never run side by side.
 cores=$(nproc)
-workers=${PYTEST_WORKERS:-$((cores < 4 ? cores : 4))}
+workers=$((cores / 2 < 4 ? cores / 2 : 4))
+workers=${PYTEST_WORKERS:-$((workers < 2 ? 0 : workers))}
 "$VENV/bin/python" -m pytest -q -rs -n "$workers" --dist loadgroup "$@"
