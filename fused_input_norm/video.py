@@ -84,8 +84,15 @@ CALL_KEYS = {
     | _FRAMEWISE_IGNORED,
     "llava_next_video": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "do_center_crop", "crop_size"}
     | _FRAMEWISE_IGNORED,
-    "gemma4": {*COMMON_KEYS, "do_sample_frames", "fps", "num_frames", "patch_size", "max_soft_tokens"}
-    | {"pooling_kernel_size"},
+    "gemma4": {
+        *COMMON_KEYS,
+        "do_sample_frames",
+        "fps",
+        "num_frames",
+        "patch_size",
+        "max_soft_tokens",
+        "pooling_kernel_size",
+    },
 }
 CALL_KEYS["gemma4_unified"] = CALL_KEYS["gemma4"]
 # Keys whose explicit None in a call means None (transformers keeps a passed None; a config's null is the default).
