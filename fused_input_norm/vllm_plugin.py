@@ -21,9 +21,10 @@ LLaVA-OneVision-2, BAGEL: BUILT_ELSEWHERE) are reached by wrapping their process
 get_hf_processor when vLLM imports their module. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
 served by vllm_internvl, vLLM's own DeepSeek-OCR processor (DeepSeek-OCR, -2, Unlimited-OCR) by
 vllm_deepseek_ocr, Moondream 3's (Moondream3Processor) by vllm_moondream3, Step3-VL's (Step3VLImageProcessor) by
-vllm_step3, DeepSeek-V4 / V4.1's (DeepseekV4VLImageProcessor) by vllm_deepseek_v4, and Kimi-K2.5 / K3's
-(KimiK25FusedVisionProcessor) by vllm_kimi once vLLM has imported it (its module imports numba), each with its own
-log line.
+vllm_step3, DeepSeek-V4 / V4.1's (DeepseekV4VLImageProcessor) by vllm_deepseek_v4, Mistral-format checkpoints'
+(MistralCommonImageProcessor around mistral_common's ImageEncoder) by vllm_mistral where OpenCV runs its own
+INTER_CUBIC, and Kimi-K2.5 / K3's (KimiK25FusedVisionProcessor) by vllm_kimi once vLLM has imported it (its
+module imports numba), each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -49,6 +50,7 @@ from . import (
     vllm_deepseek_v4,
     vllm_internvl,
     vllm_kimi,
+    vllm_mistral,
     vllm_moondream3,
     vllm_step3,
 )
@@ -127,6 +129,7 @@ def register_image_processor() -> None:
     _say_once(("moondream3",), "fused_input_norm: %s", vllm_moondream3.serve(logger))
     _say_once(("step3",), "fused_input_norm: %s", vllm_step3.serve(logger))
     _say_once(("deepseek_v4",), "fused_input_norm: %s", vllm_deepseek_v4.serve(logger))
+    _say_once(("mistral",), "fused_input_norm: %s", vllm_mistral.serve(logger))
 
     @functools.wraps(original)
     def cached_processor_from_config(model_config, *args, **kwargs):

@@ -1,0 +1,146 @@
+"""Mistral's image encoder, as vLLM runs Mistral-format checkpoints, served in vLLM's class.
+
+vLLM loads a repository in the Mistral format (params.json and consolidated*.safetensors: Pixtral, Mistral
+Small 3.1 / 3.2, Magistral, Devstral, Ministral 3, Mistral Large 3) as PixtralForConditionalGeneration with
+`tokenizer_mode=mistral`. Its images then go through vllm/transformers_utils/processors/pixtral.py's
+MistralCommonImageProcessor, which hands each one to mistral_common's ImageEncoder: the image converted to RGB
+(RGBA composited on white), resized to the patch grid (`_image_to_num_tokens`, which rounds where transformers'
+Pixtral floors) with cv2.resize(float32 image, INTER_CUBIC), divided by 255, minus the CLIP mean, over the CLIP
+std, in float32, channels first.
+
+`serve` replaces MistralCommonImageProcessor.__call__ with one that runs the resize as the engine's
+"cv2_cubic_f32" filter (OpenCV's own INTER_CUBIC of the image as float32, bit for bit: tests/test_resize_cv2.py)
+straight from the uint8 pixels, then the three float32 steps in NumPy's order (each correctly rounded, as
+NumPy's): the same tensors, bit for bit. The RGB conversion, the token grid and the chunk handling stay
+mistral_common's own (its _convert_to_rgb, _image_to_num_tokens and image_from_chunk run unchanged).
+
+OpenCV itself decides whether this can be exact: x86 wheels of opencv-python run INTER_CUBIC through Intel IPP
+(`cv2.ipp.useIPP()` True by default there), whose float32 sums and coefficients differ from OpenCV's own code
+by up to 6 units in the last place (measured: scripts/bench_cv2_cubic.py --ipp). Those calls are handed back,
+checked per call: served where OpenCV runs its own code (aarch64 wheels, builds without IPP, or IPP turned off
+with cv2.ipp.setUseIPP(False)).
+
+The code is only served as this module knows it: the sources of the functions it reproduces must be vllm
+0.34.0's and mistral_common 1.13's (their SHA-256 below); where they moved, `serve` changes nothing and says
+why. A call it does not reproduce (an image that is not a PIL image, an encoder that is not mistral_common's
+ImageEncoder itself, return_tensors other than None or "pt", a subclass) runs the original code, and the
+first call of each kind logs why.
+
+vllm and mistral_common are imported only inside `serve`.
+"""
+
+import functools
+import importlib
+import inspect
+import logging
+
+import numpy as np
+import torch
+
+from . import resize
+from .images import pil_to_chw
+from .vllm_internvl import HandedBack, moved, unwrapped_class, wrap_method
+
+MODULE = "vllm.transformers_utils.processors.pixtral"
+CLASS = "MistralCommonImageProcessor"
+ENCODER_MODULE = "mistral_common.tokens.tokenizers.image"
+# What this reproduces: vLLM's __call__ (vllm 0.34.0) and mistral_common's encoding (1.13).
+REPRODUCED = {f"{CLASS}.__call__": "f76b6c30fef2cecd6977e25d2af73fc1be47ccaada47803c870206f654f7367c"}
+ENCODER_REPRODUCED = {
+    "ImageEncoder.__call__": "dfe8cca6bce2f0d86d9ebfa6015fcf10c25eec4c6378f4bedc425e9d60c4e0f0",
+    "transform_image": "55ae425490b7f9ae0f93ddcaef381bf67ace9b90ccf3915519aa1ffb2339b24d",
+    "normalize": "2a819d4182192c11b29d58db3e8f91ed0fbc43c4946b80b34ed36c086d2acf34",
+}
+IPP = (
+    "OpenCV runs INTER_CUBIC through Intel IPP here (cv2.ipp.useIPP() is True), whose float32 results differ "
+    "from OpenCV's own code; turn it off with cv2.ipp.setUseIPP(False) to have these images served"
+)
+_PLANS = resize.PlanCache()
+
+
+def serve(log: logging.Logger) -> str:
+    """Makes the fused resize op serve vLLM's MistralCommonImageProcessor; returns the sentence to log."""
+    served = (
+        f"the fused resize op (filter 'cv2_cubic_f32') serves vLLM's {CLASS} (Mistral-format checkpoints) in "
+        "place of mistral_common's cv2.resize and normalize, wherever OpenCV runs its own INTER_CUBIC (not IPP)"
+    )
+    label = "Mistral's image encoder (the Mistral-format path)"
+    _, cls, stop = unwrapped_class(MODULE, CLASS, "__call__", REPRODUCED, served, label)
+    if stop is not None:
+        return stop
+    try:
+        encoder_module = importlib.import_module(ENCODER_MODULE)
+    except ImportError as e:
+        return f"{label} stays mistral_common's: {ENCODER_MODULE} cannot be imported ({e})"
+    reason = moved(encoder_module, ENCODER_REPRODUCED)
+    if reason is not None:
+        return f"{label} stays mistral_common's: {reason.replace('vllm 0.34.0', 'mistral_common 1.13')}"
+    signature = inspect.signature(cls.__call__)
+    wrap_method(
+        cls,
+        "__call__",
+        lambda upstream, args, kwargs: _served(cls, encoder_module, signature, upstream, args, kwargs),
+        HandedBack(log),
+    )
+    return served
+
+
+def _served(cls, encoder_module, signature, upstream, args: tuple, kwargs: dict) -> object:
+    """The BatchFeature vLLM's MistralCommonImageProcessor returns, or why this call goes to its code."""
+    if type(upstream) is not cls:
+        return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
+    try:
+        call = signature.bind(upstream, *args, **kwargs)
+    except TypeError as e:
+        return f"arguments {CLASS}.__call__ does not take ({e})"
+    call.apply_defaults()
+    images, return_tensors = call.arguments["images"], call.arguments["return_tensors"]
+    if return_tensors not in (None, "pt"):
+        return f"return_tensors={return_tensors!r} (only None and 'pt' are served)"
+    encoder = upstream.mm_encoder
+    if type(encoder) is not encoder_module.ImageEncoder:
+        return f"an encoder that is not mistral_common's ImageEncoder ({type(encoder).__name__})"
+    cv2 = getattr(encoder_module, "cv2", None)
+    if cv2 is None:
+        return "mistral_common finds no OpenCV (its own code says so)"
+    if cv2.ipp.useIPP():
+        return IPP
+    from mistral_common.protocol.instruct.chunk import ImageChunk
+    from PIL import Image
+    from transformers import BatchFeature
+
+    images = [images] if not isinstance(images, list) else images
+    for image in images:
+        if not isinstance(image, Image.Image):
+            return f"an image that is not a PIL image ({type(image).__name__})"
+    mean = np.asarray(encoder_module.DATASET_MEAN, dtype=np.float32)
+    std = np.asarray(encoder_module.DATASET_STD, dtype=np.float32)
+    if mean.shape != (3,) or std.shape != (3,):
+        return "a DATASET_MEAN or DATASET_STD that is not 3 values"
+    processed = []
+    for image in images:
+        # As ImageEncoder.__call__: the chunk's image, its token grid, the grid's size in pixels.
+        image = encoder_module.image_from_chunk(ImageChunk(image=image))
+        width_tokens, height_tokens = encoder._image_to_num_tokens(image)
+        side = encoder.image_config.image_patch_size * encoder.image_config.spatial_merge_size
+        rgb = encoder_module._convert_to_rgb(image)
+        processed.append(_transformed(pil_to_chw(rgb), (height_tokens * side, width_tokens * side), mean, std))
+    return BatchFeature({"images": processed}, tensor_type=return_tensors)
+
+
+@functools.cache
+def _identity() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.ones(3), torch.zeros(3)
+
+
+def _transformed(pixels: torch.Tensor, size: tuple[int, int], mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
+    """mistral_common's transform_image of a [3, H, W] uint8 image to `size` (h, w): cv2.resize of it as
+    float32 (INTER_CUBIC), then / 255, - mean, / std, each rounded to float32 as NumPy rounds it."""
+    out = torch.empty((1, 3, *size), dtype=torch.float32)
+    weight, bias = _identity()  # x * 1 + 0: the resized floats themselves
+    resize.resize_into(out, pixels[None], weight, bias, size, (0, 0, *size), "cv2_cubic_f32", "pil", _PLANS)
+    out = out[0]
+    out.div_(255.0)  # a float32 tensor by a Python float: float32 division, as np.divide(x, np.float32(255))
+    out.sub_(torch.from_numpy(mean)[:, None, None])
+    out.div_(torch.from_numpy(std)[:, None, None])
+    return out
