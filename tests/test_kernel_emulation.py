@@ -11,6 +11,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 COMPILER = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 
 
+# slow (30 s on 2 cores) and torch-free: CI runs it once, in step 1, not again against each torch.
+@pytest.mark.slow
 @pytest.mark.skipif(COMPILER is None, reason="needs a C++17 host compiler (g++, c++ or clang++) on PATH")
 def test_gpu_kernel_threads_emulated_on_host(tmp_path):
     binary = tmp_path / "kernel_emulation"
