@@ -1,7 +1,9 @@
 """OpenCV's cubic through the package against Mistral's way of doing it: cv2.resize of the image as float32
 (INTER_CUBIC) then NumPy's /255 and CLIP mean/std, IPP on and off, against FusedInputNorm.resize with
-resample="cv2_cubic_f32" (the same values, normalized and laid out as CHW). 1 thread each, medians of 7
-alternated rounds in one process; prints the max |difference| to the IPP-off reference after normalization.
+resample="cv2_cubic_f32" (the same values, normalized and laid out as CHW) and against what the vLLM plugin runs for
+Mistral-format checkpoints (vllm_mistral: the raw cv2_cubic_f32 resize, then NumPy's three float32 steps). 1
+thread each, medians of 7 alternated rounds in one process; prints the max |difference| of each to the IPP-off
+reference after normalization, and how far IPP's resize is from OpenCV's own (why vllm_mistral hands IPP back).
 
     .venv/bin/python scripts/bench_cv2_cubic.py   (needs opencv-python-headless and scikit-image)
 """
@@ -15,6 +17,7 @@ import skimage.data
 import torch
 
 from fused_input_norm import FusedInputNorm
+from fused_input_norm.vllm_mistral import _transformed
 
 MEAN = np.array([0.48145466, 0.4578275, 0.40821073], np.float32)
 STD = np.array([0.26862954, 0.26130258, 0.27577711], np.float32)
@@ -40,6 +43,7 @@ def main() -> None:
             "cv2+numpy, IPP on": (mistral, image, size, True),
             "cv2+numpy, IPP off": (mistral, image, size, False),
             "fused cv2_cubic_f32": (module.resize, chw, torch.float32, size),
+            "vllm_mistral": (_transformed, chw, size, MEAN, STD),
         }
         times = {name: [] for name in calls}
         for _ in range(7):
@@ -51,7 +55,22 @@ def main() -> None:
         medians = ", ".join(f"{name} {statistics.median(t) * 1e3:.1f} ms" for name, t in times.items())
         print(f"{height}x{width} -> {size[0]}x{size[1]}: {medians}")
         fused = module.resize(chw, torch.float32, size, resample="cv2_cubic_f32").numpy()
-        print(f"  max |fused - IPP-off reference| = {np.abs(mistral(image, size, False) - fused).max():.3g}")
+        reference = mistral(image, size, False)
+        served = _transformed(chw, size, MEAN, STD).numpy()
+        print(
+            f"  max |fused - IPP-off reference| = {np.abs(reference - fused).max():.3g}, "
+            f"vllm_mistral: {np.abs(reference - served).max():.3g} ({np.mean(reference == served):.2%} bit-equal)"
+        )
+        raw = {}
+        for ipp in (True, False):
+            cv2.ipp.setUseIPP(ipp)
+            raw[ipp] = cv2.resize(image.astype(np.float32), (size[1], size[0]), interpolation=cv2.INTER_CUBIC)
+        ulps = np.abs(raw[True] - raw[False]) / np.spacing(np.maximum(np.abs(raw[False]), np.float32(1)))
+        print(
+            f"  IPP on vs off: resize up to {np.abs(raw[True] - raw[False]).max():.3g} ({ulps.max():.0f} units in the "
+            f"last place of values >= 1, {np.mean(raw[True] == raw[False]):.1%} equal); after normalization up to "
+            f"{np.abs(mistral(image, size, True) - reference).max():.3g}"
+        )
     cv2.ipp.setUseIPP(True)
 
 
