@@ -72,6 +72,58 @@ def main() -> None:
             f"{np.abs(mistral(image, size, True) - reference).max():.3g}"
         )
     cv2.ipp.setUseIPP(True)
+    encoder_rows(tile)
+
+
+def encoder_rows(tile: np.ndarray) -> None:
+    """With mistral_common installed: its ImageEncoder on a PIL image (IPP on and off), as vLLM's
+    MistralCommonImageProcessor calls it, against vllm_mistral's served path for the same image (its token grid,
+    the PIL image read into a tensor, the fused resize and normalize)."""
+    try:
+        from mistral_common.protocol.instruct.chunk import ImageChunk
+        from mistral_common.tokens.tokenizers.image import ImageConfig, ImageEncoder, SpecialImageIDs
+    except ImportError:
+        print("mistral_common is not installed: no encoder rows")
+        return
+    from PIL import Image
+
+    from fused_input_norm.images import pil_to_chw
+
+    # Mistral Small 3.1's vision settings (params.json's vision_encoder)
+    encoder = ImageEncoder(ImageConfig(16, 1024, 2), SpecialImageIDs(img=10, img_break=12, img_end=13))
+
+    def served(image):
+        width, height = encoder._image_to_num_tokens(image)
+        return _transformed(pil_to_chw(image), (height * 32, width * 32), MEAN, STD)
+
+    def stock(image, ipp):
+        cv2.ipp.setUseIPP(ipp)
+        return encoder(ImageChunk(image=image)).image
+
+    for height, width in [(1080, 1920), (3024, 4032)]:
+        image = Image.fromarray(
+            np.ascontiguousarray(np.tile(tile, (height // 512 + 1, width // 512 + 1, 1))[:height, :width])
+        )
+        calls = {
+            "ImageEncoder, IPP on": (stock, True),
+            "ImageEncoder, IPP off": (stock, False),
+            "vllm_mistral": (served,),
+        }
+        times = {name: [] for name in calls}
+        for _ in range(7):
+            for name, (call, *args) in calls.items():
+                start = time.perf_counter()
+                call(image, *args)
+                times[name].append(time.perf_counter() - start)
+        medians = {name: statistics.median(t) for name, t in times.items()}
+        equal = np.array_equal(stock(image, False), served(image).numpy())
+        print(
+            f"encoder {height}x{width}: "
+            + ", ".join(f"{name} {t * 1e3:.1f} ms" for name, t in medians.items())
+            + f"; vllm_mistral {medians['ImageEncoder, IPP off'] / medians['vllm_mistral']:.2f}x IPP off, "
+            f"{medians['ImageEncoder, IPP on'] / medians['vllm_mistral']:.2f}x IPP on; bit-equal to IPP off: {equal}"
+        )
+    cv2.ipp.setUseIPP(True)
 
 
 if __name__ == "__main__":

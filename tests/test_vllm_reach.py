@@ -49,8 +49,8 @@ def on_off_tested() -> dict[str, set[str]]:
     tests/test_vllm_families.py's models, videos from its video models (InternVL chat, LLaVA-OV, InternVL-hf)
     tests/test_vllm_processor.py's Qwen-VL models, tests/test_vllm_copies.py's and tests/test_vllm_gemma4.py's
     models (its images and videos), tests/test_vllm_moondream3.py's (Moondream 3), tests/test_vllm_step3.py's (Step3-VL),
-    tests/test_vllm_kimi.py's (Kimi-K2.5 images and video chunks, K3, K3.1) and tests/test_vllm_deepseek_v4.py's
-    (DeepSeek-V4 / V4.1)."""
+    tests/test_vllm_kimi.py's (Kimi-K2.5 images and video chunks, K3, K3.1), tests/test_vllm_deepseek_v4.py's
+    (DeepSeek-V4 / V4.1) and tests/test_vllm_mistral.py's (Mistral-format checkpoints)."""
     import test_vllm_families
     import test_vllm_processor
 
@@ -69,6 +69,7 @@ def on_off_tested() -> dict[str, set[str]]:
     images.add("vllm_moondream3")  # tests/test_vllm_moondream3.py: vLLM's own Moondream 3 processor
     images.add("vllm_step3")  # tests/test_vllm_step3.py: vLLM's own Step3-VL processor
     images.add("vllm_kimi")  # tests/test_vllm_kimi.py: vLLM's own Kimi processor (K2.5's video chunks too)
+    images.add("vllm_mistral")  # tests/test_vllm_mistral.py: Mistral-format checkpoints (mistral_common's encoder)
     videos.add("vllm_kimi")
     images.add("vllm_deepseek_v4")  # tests/test_vllm_deepseek_v4.py: vLLM's own DeepSeek-V4 / V4.1 processor
     images.add("qwen2_vl")  # tests/test_vllm_processor.py: Qwen2-VL, Qwen2.5-VL, Qwen3-VL
@@ -160,8 +161,10 @@ def test_known_rows(rows):
     assert by_arch["Qwen2VLForConditionalGeneration"]["images"] == "qwen2_vl"
     assert by_arch["InternVLChatModel"]["images"] == "vllm_internvl"
     assert by_arch["PaliGemmaForConditionalGeneration"]["status"] == "served"
-    assert by_arch["PixtralForConditionalGeneration"]["status"] == "not"  # Mistral format: mistral_common
-    assert "mistral_common" in by_arch["PixtralForConditionalGeneration"]["why"]
+    # The Mistral format: served by vllm_mistral where OpenCV runs its own INTER_CUBIC, not under Intel IPP
+    assert by_arch["PixtralForConditionalGeneration"]["images"] == "vllm_mistral"
+    assert by_arch["PixtralForConditionalGeneration"]["status"] == "partly"
+    assert "Intel IPP" in by_arch["PixtralForConditionalGeneration"]["why"]
     assert by_arch["WhisperForConditionalGeneration"]["status"] == "no images"
 
 
