@@ -627,6 +627,9 @@ struct Scratch {
   std::vector<int32_t> acc;
   std::vector<float> cv2_first, cv2_band;  // the cv2 filters' first-pass rows and float32 band
   std::vector<int64_t> cv2_taps;           // and their columns' clamped tap offsets
+  std::vector<float> cv2_band_source;      // cv2_cubic_f32: one source row as float32,
+  std::vector<int32_t> cv2_band_taps;      // and each column's clamped source columns
+  std::vector<float> cv2_band_coeffs;      // and coefficients
 };
 thread_local Scratch scratch;
 
@@ -656,7 +659,9 @@ size_t capacity_bytes(const std::vector<T>& v) {
 void release_large_scratch() {
   size_t kept = capacity_bytes(scratch.first) + capacity_bytes(scratch.band) + capacity_bytes(scratch.row) +
                 capacity_bytes(scratch.converted) + capacity_bytes(scratch.acc) + capacity_bytes(scratch.cv2_first) +
-                capacity_bytes(scratch.cv2_band) + capacity_bytes(scratch.cv2_taps);
+                capacity_bytes(scratch.cv2_band) + capacity_bytes(scratch.cv2_taps) +
+                capacity_bytes(scratch.cv2_band_source) + capacity_bytes(scratch.cv2_band_taps) +
+                capacity_bytes(scratch.cv2_band_coeffs);
   for (const FirstRows& f : first_rows) kept += capacity_bytes(f.data);
 #if defined(FIN_RESAMPLE_ROWS16)
   kept += capacity_bytes(pair_columns) + capacity_bytes(row_columns) + capacity_bytes(row_results);
@@ -811,6 +816,68 @@ FIN_CPU_KERNEL void canvas_band(const ResizePlan& p, const PairPlans* pairs, uin
   }
 }
 
+// cv2_canvas_band's float32 filter (cv2_cubic_f32), the same sums in the same order as cv2_horizontal_sum and
+// cv2_vertical_sum, written as whole-row loops the compiler vectorizes: each source row converted to float once
+// (not once per tap), the vertical pass four rows at a time, split where OpenCV's SIMD loop ends. No product may
+// be fused into a sum (OpenCV's SSE/NEON code rounds each): contraction is off for this function (GCC's
+// attribute, clang's pragma), and the x86 baseline it is compiled for has no FMA.
+FIN_NO_FP_CONTRACT_ATTR inline void cv2_float_band(const ResizePlan& p, const uint8_t* image, int64_t r0, int64_t n,
+                                                   int64_t from, int64_t count, const int32_t* col_coeffs,
+                                                   const int32_t* row_coeffs, float* h, float* to, int64_t plane,
+                                                   int64_t width) {
+  FIN_NO_FP_CONTRACT
+  const int64_t C = p.channels, w = p.crop_w, sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
+  std::vector<float>& source = scratch.cv2_band_source;
+  source.resize(static_cast<size_t>(p.in_w));
+  std::vector<int32_t>& taps = scratch.cv2_band_taps;    // each column's 4 clamped source columns
+  std::vector<float>& coeffs = scratch.cv2_band_coeffs;  // and their coefficients (the plan's bit patterns)
+  taps.resize(static_cast<size_t>(4 * w));
+  coeffs.resize(static_cast<size_t>(4 * w));
+  for (int64_t x = 0; x < w; ++x) {
+    const int64_t tap0 = p.col_plan[PlanHeader::kSize + 2 * (p.left + x)];
+    for (int k = 0; k < 4; ++k) {
+      taps[4 * x + k] = static_cast<int32_t>(cv2_clamp_index(tap0 + k, p.in_w));
+      coeffs[4 * x + k] = bits_as_float(static_cast<uint32_t>(col_coeffs[4 * x + k]));
+    }
+  }
+  const float* a = coeffs.data();
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t r = 0; r < n; ++r) {
+      const uint8_t* row = image + c * sc + (r0 + r) * sh;
+      float* f = source.data();
+      for (int64_t i = 0; i < p.in_w; ++i) f[i] = static_cast<float>(row[i * sw]);
+      float* out = h + (c * n + r) * w;
+      for (int64_t x = 0; x < w; ++x) {
+        const int32_t* t = taps.data() + 4 * x;
+        const float* ax = a + 4 * x;
+        float v = f[t[0]] * ax[0];
+        v = v + f[t[1]] * ax[1];
+        v = v + f[t[2]] * ax[2];
+        out[x] = v + f[t[3]] * ax[3];
+      }
+    }
+  }
+  const int64_t simd_end = p.out_w * C / cv2_cubic::kFloatLanes * cv2_cubic::kFloatLanes;
+  for (int64_t y = 0; y < count; ++y) {
+    const int64_t tap0 = p.row_plan[PlanHeader::kSize + 2 * (from + y)];
+    const int32_t* b = row_coeffs + cv2_cubic::kTaps * y;
+    const float b0 = bits_as_float(static_cast<uint32_t>(b[0])), b1 = bits_as_float(static_cast<uint32_t>(b[1]));
+    const float b2 = bits_as_float(static_cast<uint32_t>(b[2])), b3 = bits_as_float(static_cast<uint32_t>(b[3]));
+    for (int64_t c = 0; c < C; ++c) {
+      const float* plane_of = h + c * n * w;
+      const float* s0 = plane_of + cv2_clamp_index(cv2_clamp_index(tap0, p.in_h) - r0, n) * w;
+      const float* s1 = plane_of + cv2_clamp_index(cv2_clamp_index(tap0 + 1, p.in_h) - r0, n) * w;
+      const float* s2 = plane_of + cv2_clamp_index(cv2_clamp_index(tap0 + 2, p.in_h) - r0, n) * w;
+      const float* s3 = plane_of + cv2_clamp_index(cv2_clamp_index(tap0 + 3, p.in_h) - r0, n) * w;
+      float* out = to + c * plane + y * width;
+      // Element (left + x) * C + c of the output row is in OpenCV's SIMD loop while below simd_end.
+      const int64_t split = std::clamp<int64_t>((simd_end - c + C - 1) / C - p.left, 0, w);
+      for (int64_t x = 0; x < split; ++x) out[x] = s0[x] * b0 + (s1[x] * b1 + (s2[x] * b2 + s3[x] * b3));
+      for (int64_t x = split; x < w; ++x) out[x] = ((s0[x] * b0 + s1[x] * b1) + s2[x] * b2) + s3[x] * b3;
+    }
+  }
+}
+
 // canvas_band for the cv2 filters: float32 values (the first pass's float rows, and in float32 mode the
 // results, are not bytes), by the shared per-element code the GPU kernels run (resample_kernel.h), so every
 // backend sums in OpenCV's order. The band's first-pass rows are made for it alone.
@@ -841,15 +908,21 @@ inline void cv2_canvas_band(const ResizePlan& p, const uint8_t* input, int64_t b
   // coefficients looked up once, then the shared sums (cv2_horizontal_sum, cv2_vertical_sum) per element.
   const bool fixed = p.col_plan[PlanHeader::kPrecision] != 0;
   const int64_t out_w = p.col_plan[PlanHeader::kOutSize], out_h = p.row_plan[PlanHeader::kOutSize];
+  const int32_t* col_coeffs = p.col_plan + PlanHeader::kSize + 2 * out_w + cv2_cubic::kTaps * p.left;
+  const int32_t* row_coeffs = p.row_plan + PlanHeader::kSize + 2 * out_h + cv2_cubic::kTaps * from;
+  std::vector<float>& h = scratch.cv2_first;
+  h.resize(static_cast<size_t>(C * n * w));
+  if (!fixed) {
+    cv2_float_band(p, image, r0, n, from, count, col_coeffs, row_coeffs, h.data(), to, plane, width);
+    return;
+  }
   std::vector<int64_t>& taps = scratch.cv2_taps;
   taps.resize(static_cast<size_t>(4 * w));
   for (int64_t x = 0; x < w; ++x) {
     const int64_t tap0 = p.col_plan[PlanHeader::kSize + 2 * (p.left + x)];
     for (int k = 0; k < 4; ++k) taps[4 * x + k] = cv2_clamp_index(tap0 + k, p.in_w) * sw;
   }
-  const int32_t* col_coeffs = p.col_plan + PlanHeader::kSize + 2 * out_w + cv2_cubic::kTaps * p.left;
-  std::vector<float>& h = scratch.cv2_first;
-  h.resize(static_cast<size_t>(C * n * w));
+  const int64_t row_len = p.out_w * C;
   for (int64_t c = 0; c < C; ++c) {
     for (int64_t r = 0; r < n; ++r) {
       const uint8_t* row = image + c * sc + (r0 + r) * sh;
@@ -862,10 +935,9 @@ inline void cv2_canvas_band(const ResizePlan& p, const uint8_t* input, int64_t b
       }
     }
   }
-  const int64_t row_len = p.out_w * C;
   for (int64_t y = 0; y < count; ++y) {
     const int64_t tap0 = p.row_plan[PlanHeader::kSize + 2 * (from + y)];
-    const int32_t* coeffs = p.row_plan + PlanHeader::kSize + 2 * out_h + cv2_cubic::kTaps * (from + y);
+    const int32_t* coeffs = row_coeffs + cv2_cubic::kTaps * y;
     int64_t rows_of[4];
     for (int k = 0; k < 4; ++k) rows_of[k] = cv2_clamp_index(cv2_clamp_index(tap0 + k, p.in_h) - r0, n) * w;
     for (int64_t c = 0; c < C; ++c) {

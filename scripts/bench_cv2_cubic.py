@@ -88,6 +88,9 @@ def encoder_rows(tile: np.ndarray) -> None:
     from PIL import Image
 
     from fused_input_norm.images import pil_to_chw
+    from fused_input_norm.vllm_plugin import raise_pillow_block_size
+
+    raise_pillow_block_size()  # as the plugin does in vLLM: photos in one block, read in place
 
     # Mistral Small 3.1's vision settings (params.json's vision_encoder)
     encoder = ImageEncoder(ImageConfig(16, 1024, 2), SpecialImageIDs(img=10, img_break=12, img_end=13))
