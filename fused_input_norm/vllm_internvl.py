@@ -405,6 +405,22 @@ def _wrap(cls: type, argument: str, serve_call, served: dict, handed_back) -> No
     )
 
 
+def bound_arguments(
+    cls: type, method: str, signature: inspect.Signature, upstream, args: tuple, kwargs: dict
+) -> dict | str:
+    """The arguments of a call of `cls.<method>` (wrapped; `signature`: the original's), defaults applied; or
+    why the call goes to vLLM's code: `upstream` is a subclass (its own preprocessing), or the arguments do
+    not bind."""
+    if type(upstream) is not cls:
+        return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
+    try:
+        bound = signature.bind(upstream, *args, **kwargs)
+    except TypeError as e:
+        return f"arguments {cls.__name__}.{method} does not take ({e})"
+    bound.apply_defaults()
+    return bound.arguments
+
+
 def wrap_method(cls: type, name: str, serve_call, handed_back) -> None:
     """Replaces cls.<name> by one that returns `serve_call(self, args, kwargs)`, or, where that gives a reason
     (a str), logs it through `handed_back` and runs the original. A method wrapped already is left as it is

@@ -39,7 +39,7 @@ import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, moved, unwrapped_class, wrap_method
+from .vllm_internvl import HandedBack, bound_arguments, moved, unwrapped_class, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.pixtral"
 CLASS = "MistralCommonImageProcessor"
@@ -87,14 +87,10 @@ def serve(log: logging.Logger) -> str:
 
 def _served(cls, encoder_module, signature, upstream, args: tuple, kwargs: dict) -> object:
     """The BatchFeature vLLM's MistralCommonImageProcessor returns, or why this call goes to its code."""
-    if type(upstream) is not cls:
-        return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
-    try:
-        call = signature.bind(upstream, *args, **kwargs)
-    except TypeError as e:
-        return f"arguments {CLASS}.__call__ does not take ({e})"
-    call.apply_defaults()
-    images, return_tensors = call.arguments["images"], call.arguments["return_tensors"]
+    call = bound_arguments(cls, "__call__", signature, upstream, args, kwargs)
+    if isinstance(call, str):
+        return call
+    images, return_tensors = call["images"], call["return_tensors"]
     if return_tensors not in (None, "pt"):
         return f"return_tensors={return_tensors!r} (only None and 'pt' are served)"
     encoder = upstream.mm_encoder

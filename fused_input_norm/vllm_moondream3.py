@@ -23,7 +23,7 @@ import logging
 import torch
 
 from .processor import FusedImageProcessor
-from .vllm_internvl import HandedBack, unwrapped_class, wrap_method
+from .vllm_internvl import HandedBack, bound_arguments, unwrapped_class, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.moondream3"
 CLASS = "Moondream3Processor"
@@ -64,14 +64,9 @@ def _served(cls, signature: inspect.Signature, upstream, args: tuple, kwargs: di
     """preprocess_image's (pixel_values, tiling) for this call, or why it goes to vLLM's code."""
     from PIL import Image
 
-    if type(upstream) is not cls:
-        return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
-    try:
-        bound = signature.bind(upstream, *args, **kwargs)
-    except TypeError as e:
-        return f"arguments preprocess_image does not take ({e})"
-    bound.apply_defaults()
-    call = bound.arguments
+    call = bound_arguments(cls, "preprocess_image", signature, upstream, args, kwargs)
+    if isinstance(call, str):
+        return call
     image = call["image"]
     if not isinstance(image, Image.Image):
         return f"an image that is not a PIL image ({type(image).__name__})"
