@@ -15,8 +15,8 @@ NumPy's): the same tensors, bit for bit. The RGB conversion, the token grid and 
 mistral_common's own (its _convert_to_rgb, _image_to_num_tokens and image_from_chunk run unchanged).
 
 OpenCV itself decides whether this can be exact: x86 wheels of opencv-python run INTER_CUBIC through Intel IPP
-(`cv2.ipp.useIPP()` True by default there), whose float32 coefficients and sums are not OpenCV's own: up to
-9.2e-5 apart on the 0-255 values, 1.4e-6 after normalization, for a 12 MP photo (scripts/bench_cv2_cubic.py),
+(`cv2.ipp.useIPP()` True by default there), whose float32 coefficients and sums are not OpenCV's own: 1.4e-6
+apart after normalization for a 12 MP photo, 6e-5 for 300x700 upscaled to 304x704 (scripts/bench_cv2_cubic.py),
 beyond the 1e-6 this package holds float32 to. Those calls are handed back, checked per call: served where
 OpenCV runs its own code (aarch64 wheels, builds without IPP, or IPP turned off with cv2.ipp.setUseIPP(False)).
 
