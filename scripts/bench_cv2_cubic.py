@@ -21,7 +21,11 @@ from fused_input_norm.vllm_mistral import _transformed
 
 MEAN = np.array([0.48145466, 0.4578275, 0.40821073], np.float32)
 STD = np.array([0.26862954, 0.26130258, 0.27577711], np.float32)
-CASES = [((1080, 1920), (576, 1024)), ((3024, 4032), (768, 1024)), ((300, 700), (304, 704))]  # the last: a slight upscale
+CASES = [
+    ((1080, 1920), (576, 1024)),
+    ((3024, 4032), (768, 1024)),
+    ((300, 700), (304, 704)),
+]  # the last: a slight upscale
 
 
 def mistral(image: np.ndarray, size: tuple[int, int], ipp: bool) -> np.ndarray:
