@@ -1,16 +1,17 @@
 """Mistral-format checkpoints' images (vLLM's MistralCommonImageProcessor around mistral_common's ImageEncoder,
 served in its class by vllm_mistral): vLLM 0.34.0's `apply()` with the plugin on (FUSED_INPUT_NORM_VLLM_PROCESSOR=1)
-against off (=0), each side in its own process as a server would (`bash scripts/test_vllm.sh` runs it), on a tiny
-directory in the Mistral format as mistralai/Mistral-Small-3.1-24B-Instruct-2503 ships it (params.json with its
-vision_encoder section, tekken.json with its image section, consolidated.safetensors; small, no real weights).
-vLLM itself picks the Mistral config format and tokenizer mode from those files, as it does for the real ones.
+against off (=0), each side in its own process as a server would (`bash scripts/test_vllm.sh` runs it), on tiny
+directories in the Mistral format as mistralai/Mistral-Small-3.1-24B-Instruct-2503 and Pixtral-12B-2409 ship it
+(params.json with its vision_encoder section, tekken.json with its image section, consolidated.safetensors; small,
+no real weights). vLLM itself picks the Mistral config format and tokenizer mode from those files, as it does for
+the real ones.
 
 Each side runs every request twice in its one process: with OpenCV's Intel IPP off (cv2.ipp.setUseIPP(False):
 the plugin serves) and on (the plugin hands the call back to mistral_common; on x86 wheels IPP's INTER_CUBIC
 is what stock runs). The processor vLLM builds here has no processor cache, so the second pass runs the image
 processor again (its IPP hand-back line proves it).
 
-Requests: 1080p (downscaled to the 1540 cap: the rounding path), a small odd image (an upscale), an RGBA one
+Requests: 1080p (downscaled to the 1540 / 1024 cap: the rounding path), a small odd image (an upscale), an RGBA one
 (composited on white), two images in one prompt. Prompts are token ids from the Mistral tokenizer's chat
 encoding, as vLLM's chat path sends them. Compared: prompt_token_ids, mm_placeholders, mm_hashes, every tensor
 bit for bit. An in-process test checks what is handed back, and that a changed mistral_common function is not
@@ -33,9 +34,19 @@ pytestmark = pytest.mark.skipif(
 )
 
 MODULE = "vllm.transformers_utils.processors.pixtral"
-# mistralai/Mistral-Small-3.1-24B-Instruct-2503's tekken.json "image" section: patch 14, longest side 1540,
-# 2x2 patches merged into one token (a 28-pixel token grid).
-IMAGE = {"image_patch_size": 14, "max_image_size": 1540, "spatial_merge_size": 2}
+# Each model: its tekken.json version, the key of its image section and that section, and its vision encoder's
+# params.json keys that differ. mistralai/Mistral-Small-3.1-24B-Instruct-2503: patch 14, longest side 1540, 2x2
+# patches merged into one token (a 28-pixel token grid), its special tokens listed in the file.
+# mistralai/Pixtral-12B-2409: an older tokenizer (v3, the section still called "multimodal", mistral_common's
+# default special tokens), patch 16, longest side 1024, no merge.
+SMALL = {"image_patch_size": 14, "max_image_size": 1540, "spatial_merge_size": 2}
+PIXTRAL = {"image_patch_size": 16, "max_image_size": 1024, "spatial_merge_size": 1}
+SMALL_VISION = {"spatial_merge_size": 2, "max_image_size": 1540, "mm_projector_id": "patch_merge"}
+SMALL_VISION |= {"add_pre_mm_projector_layer_norm": True, "adapter_bias": False}
+MODELS = {
+    "mistral-small-3.1": ("v7", "image", SMALL, SMALL_VISION),
+    "pixtral-12b": ("v3", "multimodal", PIXTRAL, {"adapter_bias": True}),
+}
 NUM_SPECIAL = 100  # the real file has 1000; the ids of [IMG], [IMG_BREAK], [IMG_END] (10, 12, 13) are the same
 # tekken.json's pre-tokenizer pattern (tiktoken's pat_str), as the real file has it.
 PATTERN = (
@@ -46,15 +57,16 @@ PATTERN = (
 IPP_LINE = "OpenCV runs INTER_CUBIC through Intel IPP here"
 
 
-def write_mistral(path: str) -> None:
-    """Mistral Small 3.1's Mistral-format layout, small: params.json (its keys; a 32-wide text model, a one-layer
-    vision encoder of its patch and merge sizes), tekken.json (the 256 byte tokens, mistral_common's special
-    tokens in their ranks, the image section) and a one-tensor consolidated.safetensors, the file vLLM looks for
-    to pick the Mistral format (and reads the dtype from)."""
+def write_mistral(path: str, model: str) -> None:
+    """The Mistral-format layout of `model` (MODELS), small: params.json (its keys; a 32-wide text model, a
+    one-layer vision encoder of its patch and merge sizes), tekken.json (the 256 byte tokens, the special tokens,
+    the image section) and a one-tensor consolidated.safetensors, the file vLLM looks for to pick the Mistral
+    format (and reads the dtype from)."""
     import torch
     from mistral_common.tokens.tokenizers.base import SpecialTokens
     from safetensors.torch import save_file
 
+    version, section, image, vision_keys = MODELS[model]
     os.makedirs(path, exist_ok=True)
     vocab = [
         {
@@ -70,19 +82,20 @@ def write_mistral(path: str) -> None:
             "num_vocab_tokens": len(vocab),
             "default_vocab_size": len(vocab) + NUM_SPECIAL,
             "default_num_special_tokens": NUM_SPECIAL,
-            "version": "v7",
+            "version": version,
         },
         "vocab": vocab,
-        "special_tokens": [{"rank": i, "token_str": str(t), "is_control": True} for i, t in enumerate(SpecialTokens)],
-        "image": IMAGE,
+        section: image,
     }
+    if version != "v3":  # v3 files list none: mistral_common's defaults, the same ranks
+        tekken["special_tokens"] = [
+            {"rank": i, "token_str": str(t), "is_control": True} for i, t in enumerate(SpecialTokens)
+        ]
     dump(path, "tekken.json", tekken)
     vision = {"image_token_id": 10, "image_break_token_id": 12, "image_end_token_id": 13, "intermediate_size": 64}
-    vision |= {"num_hidden_layers": 1, "num_attention_heads": 2, "mm_projector_id": "patch_merge"}
-    vision |= {"spatial_merge_size": IMAGE["spatial_merge_size"], "hidden_size": 32, "num_channels": 3}
-    vision |= {"image_size": IMAGE["max_image_size"], "max_image_size": IMAGE["max_image_size"]}
-    vision |= {"patch_size": IMAGE["image_patch_size"], "rope_theta": 10000.0, "add_pre_mm_projector_layer_norm": True}
-    vision |= {"adapter_bias": False}
+    vision |= {"num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 32, "num_channels": 3}
+    vision |= {"image_size": image["max_image_size"], "patch_size": image["image_patch_size"], "rope_theta": 10000.0}
+    vision |= vision_keys
     params = {"dim": 32, "n_layers": 1, "head_dim": 16, "hidden_dim": 64, "n_heads": 2, "n_kv_heads": 1}
     params |= {"rope_theta": 1e9, "norm_eps": 1e-5, "vocab_size": len(vocab) + NUM_SPECIAL}
     # Here, or vLLM looks for a config.json beside it (the real repositories ship one) and warns.
@@ -135,28 +148,31 @@ def worker(root: str, out_path: str) -> None:
 
     logging.getLogger("vllm.plugins.fused_input_norm").addHandler(Lines())
     load_general_plugins()
-    path = os.path.join(root, "mistral")
-    config = ModelConfig(model=path, tokenizer=path, dtype="float32", seed=0, mm_processor_cache_gb=0)
-    processor = MULTIMODAL_REGISTRY.create_processor(config)  # no processor cache: every call runs the processor
-    tokenizer = processor.info.get_tokenizer()
-    image_processor = processor.info.get_hf_processor().image_processor
-    results = {
-        "architectures": config.architectures,  # config_format and tokenizer_mode left "auto"
-        "tokenizer": type(tokenizer).__name__,
-        "class": class_name(image_processor),
-        "served": hasattr(type(image_processor).__call__, "fused_input_norm_wrapped"),
-    }
+    results, processors = {}, {}
+    for model in MODELS:
+        path = os.path.join(root, model)
+        config = ModelConfig(model=path, tokenizer=path, dtype="float32", seed=0, mm_processor_cache_gb=0)
+        processors[model] = MULTIMODAL_REGISTRY.create_processor(config)  # no processor cache: each call runs it
+        image_processor = processors[model].info.get_hf_processor().image_processor
+        results[model] = {
+            "architectures": config.architectures,  # config_format and tokenizer_mode left "auto"
+            "tokenizer": type(processors[model].info.get_tokenizer()).__name__,
+            "class": class_name(image_processor),
+            "served": hasattr(type(image_processor).__call__, "fused_input_norm_wrapped"),
+        }
     for ipp in (False, True):
         cv2.ipp.setUseIPP(ipp)
         results[f"useIPP-{ipp}"] = cv2.ipp.useIPP()  # False where this OpenCV has no IPP (aarch64 wheels)
         start = len(lines)
-        for name, text, images in requests():
-            chat = ChatCompletionRequest(
-                messages=[UserMessage(content=[TextChunk(text=text), *(ImageChunk(image=i) for i in images)])]
-            )
-            prompt = tokenizer.mistral.encode_chat_completion(chat).tokens
-            out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs={})
-            results[f"ipp-{ipp}/{name}"] = outputs(out, "image")
+        for model, processor in processors.items():
+            tokenizer = processor.info.get_tokenizer()
+            for name, text, images in requests():
+                chat = ChatCompletionRequest(
+                    messages=[UserMessage(content=[TextChunk(text=text), *(ImageChunk(image=i) for i in images)])]
+                )
+                prompt = tokenizer.mistral.encode_chat_completion(chat).tokens
+                out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs={})
+                results[f"{model}/ipp-{ipp}/{name}"] = outputs(out, "image")
         results[f"log-ipp-{ipp}"] = lines[start:]
     torch.save(results, out_path)
 
@@ -164,15 +180,17 @@ def worker(root: str, out_path: str) -> None:
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
-    write_mistral(str(root / "mistral"))
+    for model in MODELS:
+        write_mistral(str(root / model), model)
     return both_sides(root, __file__)
 
 
 def assert_equal(on: dict, off: dict, ipp: bool) -> None:
+    """Every request of every model: tokens, placeholders, hashes and the float32 tensors equal, bit for bit."""
     import torch
 
-    for name, *_ in requests():
-        got, expected = on[f"ipp-{ipp}/{name}"], off[f"ipp-{ipp}/{name}"]
+    for name in [f"{model}/ipp-{ipp}/{name}" for model in MODELS for name, *_ in requests()]:
+        got, expected = on[name], off[name]
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
             assert got[field] == expected[field], f"{name}: {field}"
         assert len(got["tensors"]) == len(expected["tensors"]), name
@@ -186,22 +204,30 @@ def assert_equal(on: dict, off: dict, ipp: bool) -> None:
 def test_same_outputs_plugin_on_and_off(sides):
     """OpenCV's own INTER_CUBIC (IPP off): the plugin serves, and every tensor equals mistral_common's bit for bit."""
     on, off = sides
-    for side in (on, off):  # vLLM found the Mistral format by itself (params.json read, mistral_common's tokenizer)
-        assert side["architectures"] == ["PixtralForConditionalGeneration"], side["architectures"]
-        assert side["tokenizer"] == "MistralTokenizer"
-        assert side["class"] == f"{MODULE}.MistralCommonImageProcessor"
-    assert on["served"] and not off["served"]
+    for model in MODELS:  # vLLM found the Mistral format by itself (params.json read, mistral_common's tokenizer)
+        for side in (on[model], off[model]):
+            assert side["architectures"] == ["PixtralForConditionalGeneration"], (model, side["architectures"])
+            assert side["tokenizer"] == "MistralTokenizer", model
+            assert side["class"] == f"{MODULE}.MistralCommonImageProcessor", model
+        assert on[model]["served"] and not off[model]["served"], model
     assert not on["useIPP-False"]
     assert not any("serves this call" in line for line in on["log-ipp-False"]), on["log-ipp-False"]
     assert_equal(on, off, False)
-    # The sizes make what they are there for: the 1080p photo downscaled to the cap (rounded to the 28-pixel token
-    # grid), the small one upscaled, each image of the pair on its own grid.
-    shapes = {name: [tuple(t["images"].shape) for t in on[f"ipp-False/{name}"]["tensors"]] for name, *_ in requests()}
+    # The sizes make what they are there for: the 1080p photo downscaled to the cap (rounded to the token grid:
+    # 28 pixels for Mistral Small, 16 for Pixtral), the small one upscaled, each image of the pair on its own grid.
+    shapes = {
+        key: [tuple(t["images"].shape) for t in on[key]["tensors"]]
+        for key in [f"{model}/ipp-False/{name}" for model in MODELS for name, *_ in requests()]
+    }
     assert shapes == {
-        "1080x1920": [(3, 868, 1540)],
-        "57x29": [(3, 84, 56)],
-        "rgba": [(3, 308, 700)],
-        "two": [(3, 504, 644), (3, 224, 112)],
+        "mistral-small-3.1/ipp-False/1080x1920": [(3, 868, 1540)],
+        "mistral-small-3.1/ipp-False/57x29": [(3, 84, 56)],
+        "mistral-small-3.1/ipp-False/rgba": [(3, 308, 700)],
+        "mistral-small-3.1/ipp-False/two": [(3, 504, 644), (3, 224, 112)],
+        "pixtral-12b/ipp-False/1080x1920": [(3, 576, 1024)],
+        "pixtral-12b/ipp-False/57x29": [(3, 64, 32)],
+        "pixtral-12b/ipp-False/rgba": [(3, 304, 704)],
+        "pixtral-12b/ipp-False/two": [(3, 480, 640), (3, 208, 96)],  # 480x640: already on the grid, same size
     }, shapes
 
 
@@ -216,9 +242,9 @@ def test_same_outputs_where_opencv_runs_ipp(sides):
     if on["useIPP-True"]:
         # IPP's INTER_CUBIC differs from OpenCV's own (most values, by up to ~3e-4 here): the off side's second
         # pass ran the processor again rather than a cache answering it from the first.
-        for name, *_ in requests():
-            first, second = off[f"ipp-False/{name}"]["tensors"], off[f"ipp-True/{name}"]["tensors"]
-            assert not all(torch.equal(a["images"], b["images"]) for a, b in zip(first, second, strict=True)), name
+        for key in [f"{model}/ipp-{{}}/{name}" for model in MODELS for name, *_ in requests()]:
+            first, second = off[key.format(False)]["tensors"], off[key.format(True)]["tensors"]
+            assert not all(torch.equal(a["images"], b["images"]) for a, b in zip(first, second, strict=True)), key
         assert len(handed_back) == 1 and IPP_LINE in handed_back[0], on["log-ipp-True"]
         assert "vLLM's MistralCommonImageProcessor serves this call" in handed_back[0], handed_back
     else:
@@ -251,7 +277,7 @@ def test_calls_it_does_not_reproduce_run_mistral_commons_code(monkeypatch):
     log = logging.getLogger("test_vllm_mistral")
     monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
     encoder = encoder_module.ImageEncoder(
-        encoder_module.ImageConfig(**IMAGE), encoder_module.SpecialImageIDs(10, 12, 13)
+        encoder_module.ImageConfig(**SMALL), encoder_module.SpecialImageIDs(10, 12, 13)
     )
     ipp = cv2.ipp.useIPP()
     cv2.ipp.setUseIPP(False)
