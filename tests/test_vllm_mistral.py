@@ -27,7 +27,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_vllm_families import HAS_VLLM, dump, outputs, unwrapped
-from test_vllm_processor import both_sides, class_name, photo
+from test_vllm_processor import class_name, photo, written_sides
 
 pytestmark = pytest.mark.skipif(
     not HAS_VLLM, reason="needs vllm: `bash scripts/test_vllm.sh` installs vllm 0.34.0 in .venv-vllm and runs this file"
@@ -179,10 +179,7 @@ def worker(root: str, out_path: str) -> None:
 
 @pytest.fixture(scope="module")
 def sides(tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
-    for model in MODELS:
-        write_mistral(str(root / model), model)
-    return both_sides(root, __file__)
+    return written_sides(tmp_path_factory, MODELS, write_mistral, __file__)
 
 
 def assert_equal(on: dict, off: dict, ipp: bool) -> None:
