@@ -16,7 +16,10 @@ gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/te
 Step3VLImageProcessor, served in its class), kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
 KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too) and deepseek_v4 / deepseek_v41
 (tests/test_vllm_deepseek_v4.py: vLLM's own DeepseekV4VLImageProcessor, served in its class; bfloat16 patches),
-each with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
+mistral-small-3.1 / pixtral-12b (tests/test_vllm_mistral.py's Mistral-format directories: vLLM's
+MistralCommonImageProcessor around mistral_common's encoder, served by vllm_mistral; both sides with OpenCV's
+IPP off, the only setting it serves, and again with IPP on for stock as x86 runs it: the "ipp-on" rows), each
+with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """
 
@@ -99,7 +102,26 @@ def models() -> dict:
 
     for name, write in deepseek_v4.WRITERS.items():
         table[name] = (write, deepseek_v4.PLACEHOLDER, None, False, [None])
+    import test_vllm_mistral as mistral  # Mistral-format directories: mistral_common's encoder (vllm_mistral)
+
+    for name in mistral.MODELS:
+        write = functools.partial(mistral.write_mistral, model=name)
+        table[name] = (write, MISTRAL, None, False, ["ipp-off", "ipp-on"])  # the settings: OpenCV's IPP
     return table
+
+
+MISTRAL = "[IMG]"  # not a placeholder in a text prompt: Mistral-format prompts are token ids (mistral_prompt)
+
+
+def mistral_prompt(processor, image) -> list[int]:
+    """A chat request with `image`, encoded as vLLM's chat path encodes Mistral-format prompts (the image's
+    tokens in it)."""
+    from mistral_common.protocol.instruct.chunk import ImageChunk, TextChunk
+    from mistral_common.protocol.instruct.messages import UserMessage
+    from mistral_common.protocol.instruct.request import ChatCompletionRequest
+
+    chat = ChatCompletionRequest(messages=[UserMessage(content=[TextChunk(text="describe"), ImageChunk(image=image)])])
+    return processor.info.get_tokenizer().mistral.encode_chat_completion(chat).tokens
 
 
 def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
@@ -119,8 +141,15 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
     }
     for height, width in SIZES:
         image = Image.fromarray(photo(height, width, 0))
+        if placeholder == MISTRAL:
+            prompt = mistral_prompt(processor, image)
         for max_pixels in settings:
             kwargs = {} if max_pixels in (None, 12845056) else {"max_pixels": max_pixels}
+            if isinstance(max_pixels, str):  # Mistral's rows: OpenCV's IPP off or on, no kwarg
+                import cv2
+
+                cv2.ipp.setUseIPP(max_pixels == "ipp-on")
+                kwargs = {}
             times, hashing = [], []
             for i in range(repeats + 2):
                 inputs = ProcessorInputs(prompt, processor.info.parse_mm_data({"image": [image]}), None, kwargs)
