@@ -17,7 +17,7 @@ the package's exact image reading and resize primitives; its normalize stays tra
 name into that module, so that is the name to wrap). Other processors, and calls these do not reproduce,
 stay with transformers; one log line per model says which processor serves its images and videos, and why
 where it is transformers'. The models whose vLLM processing builds its transformers processor itself (OpenCUA,
-LLaVA-OneVision-2, BAGEL: BUILT_ELSEWHERE) are reached by wrapping their processing info class's
+LLaVA-OneVision-2, BAGEL, GLM-4V-9B: BUILT_ELSEWHERE) are reached by wrapping their processing info class's
 get_hf_processor when vLLM imports their module. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
 served by vllm_internvl, vLLM's own DeepSeek-OCR processor (DeepSeek-OCR, -2, Unlimited-OCR) by
 vllm_deepseek_ocr, Moondream 3's (Moondream3Processor) by vllm_moondream3, Step3-VL's (Step3VLImageProcessor) by
@@ -89,6 +89,9 @@ BUILT_ELSEWHERE = {
     "vllm.model_executor.models.llava_onevision2": "LlavaOnevision2ProcessingInfo",
     # cached_get_image_processor (AutoImageProcessor: SiglipImageProcessor) in vLLM's own BagelProcessor
     "vllm.model_executor.models.bagel": "BagelProcessingInfo",
+    # GLM4VProcessingInfo.get_image_processor: vLLM's own GLM4VImageProcessorFast (a TorchvisionBackend with class
+    # attributes only: the generic path's), a new one per call
+    "vllm.model_executor.models.glm4v": "GLM4VProcessingInfo",
 }
 REGISTRY_MODULE = "vllm.model_executor.models.registry"
 

@@ -2,16 +2,20 @@
 (CohereCompass: Qwen2-VL's image processor; GLM-OCR: Glm46VImageProcessor, GLM-4.1V's; PaddleOCR-VL: the
 paddleocr_vl family) and for those whose processor vLLM builds outside cached_processor_from_config
 (OpenCUA: Qwen2VLImageProcessor made by vLLM's OpenCUAProcessor; BAGEL: SiglipImageProcessor from vLLM's
-cached_get_image_processor), reached by wrapping their processing info class (vllm_plugin.BUILT_ELSEWHERE).
+cached_get_image_processor; GLM-4V-9B: vLLM's own GLM4VImageProcessorFast, a TorchvisionBackend no family
+reproduces, so the generic path's), reached by wrapping their processing info class (vllm_plugin.BUILT_ELSEWHERE).
 Each side runs in its own process, as a server would (`bash scripts/test_vllm.sh`).
 
 Tiny model directories (no weights): config.json from the config classes (vLLM's BagelConfig; OpenCUA's
 remote-code config class written here, with what vLLM reads of it), a `tokenizers` tokenizer holding the
 model's special tokens, preprocessor_config.json as the checkpoints ship it (GLM-OCR's and PaddleOCR-VL's
 verbatim; CohereCompass's and OpenCUA's the class defaults Qwen2-VL's checkpoints ship; BAGEL's a SigLIP
-processor at its 980-pixel vit_max_num_patch_per_side * patch_size). Compared per request: prompt_token_ids,
-mm_placeholders, mm_hashes, every tensor (floats within 1e-6, the rest exactly); the plugin's side must hold
-FusedHFImageProcessor, say so once per model, and hand back no call but the one it must (nearest resampling).
+processor at its 980-pixel vit_max_num_patch_per_side * patch_size; GLM-4V-9B ships none: vLLM's class holds
+its settings, and its config.json is zai-org/glm-4v-9b's with tiny sizes, run as vLLM's ChatGLM model asks, with
+hf_overrides naming GLM4VForCausalLM). Compared per request: prompt_token_ids, mm_placeholders, mm_hashes, every
+tensor (floats within 1e-6, the rest exactly); the plugin's side must hold FusedHFImageProcessor (GLM-4V-9B: the
+generic adapter, whose resize must run), say so once per model, and hand back no call but the one it must
+(nearest resampling).
 """
 
 import importlib.util
@@ -22,6 +26,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_vllm_families import TEXT, assert_same_tensors, dump, glm_token_ids, outputs, tokenizer
+from test_vllm_generic import counting_kernels
 from test_vllm_processor import CLIP_MEAN, CLIP_STD, both_sides, class_name, photo
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -53,7 +58,17 @@ MODELS = {
         "Qwen2VLImageProcessor",
     ),
     "bagel": ("BagelForConditionalGeneration", "<|image_pad|>", "SiglipImageProcessor"),
+    "glm4v_9b": ("GLM4VForCausalLM", "<|begin_of_image|><|endoftext|><|end_of_image|>", "GLM4VImageProcessorFast"),
 }
+# The models whose image processor no family reproduces, served by the generic path: model -> its class's module.
+GENERIC = {"glm4v_9b": "vllm.transformers_utils.processors.glm4v"}
+# The models vLLM takes one image a prompt of (no batch), and the sizes they get: 1080p and a tiny odd one.
+ONE_IMAGE = {"glm4v_9b": [(1080, 1920), (57, 29)]}
+# How the log names nearest resampling where the generic path hands it back (its resize's reason).
+NEAREST_SAYS = {"glm4v_9b": "resize: resample=0 "}
+# What vLLM's ChatGLM model tells users to pass where the checkpoint names its text-only architecture
+# (ChatGLMModel), as zai-org/glm-4v-9b does.
+HF_OVERRIDES = {"glm4v_9b": {"architectures": ["GLM4VForCausalLM"]}}
 # (height, width): 1080p, VGA, tiny, elongated (the 12 MP photo is test_vllm_families'; its CPU time is not spent twice)
 SIZES = [(1080, 1920), (480, 640), (57, 29), (40, 900)]
 # Per-request mm_processor_kwargs each model's processor takes, served: model -> kwargs.
@@ -213,12 +228,68 @@ def write_bagel(path: str) -> None:
     dump(path, "preprocessor_config.json", preprocessor)
 
 
+def write_glm4v_9b(path: str) -> None:
+    """zai-org/glm-4v-9b's config.json (vLLM's ChatGLMConfig reads it: no remote code) at tiny sizes, its image
+    size 1120 and patch 14 kept; the checkpoint's tokenizer is remote code (tiktoken), so a WordLevel one holds
+    its special tokens here. No preprocessor_config.json: the checkpoint ships none, vLLM's class holds it all."""
+    os.makedirs(path, exist_ok=True)
+    special = ["<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "<|system|>", "<|user|>"]
+    special += ["<|assistant|>", "<|observation|>", "<|begin_of_image|>", "<|end_of_image|>"]
+    vocab = tokenizer(path, special, "<sop>", "<|endoftext|>")
+    model = "modeling_chatglm.ChatGLMForConditionalGeneration"
+    auto_map = {"AutoConfig": "configuration_chatglm.ChatGLMConfig", "AutoModel": model}
+    auto_map |= {"AutoModelForCausalLM": model, "AutoModelForSeq2SeqLM": model}
+    auto_map["AutoModelForSequenceClassification"] = "modeling_chatglm.ChatGLMForSequenceClassification"
+    vision = {"dropout_prob": 0.0, "hidden_act": "gelu", "in_channels": 3, "num_hidden_layers": 1, "hidden_size": 32}
+    vision |= {"patch_size": 14, "num_heads": 2, "intermediate_size": 64, "layer_norm_eps": 1e-06}
+    vision |= {"num_positions": 6401, "image_size": 1120, "scaling_factor": 8}
+    config = {
+        "_name_or_path": "THUDM/glm-4v-9b",
+        "model_type": "chatglm",
+        "architectures": ["ChatGLMModel"],
+        "auto_map": auto_map,
+        "add_bias_linear": False,
+        "add_qkv_bias": True,
+        "apply_query_key_layer_scaling": True,
+        "apply_residual_connection_post_layernorm": False,
+        "attention_dropout": 0.0,
+        "attention_softmax_in_fp32": True,
+        "bias_dropout_fusion": True,
+        "ffn_hidden_size": 64,
+        "fp32_residual_connection": False,
+        "hidden_dropout": 0.0,
+        "hidden_size": 32,
+        "kv_channels": 16,
+        "layernorm_epsilon": 1.5625e-07,
+        "multi_query_attention": True,
+        "multi_query_group_num": 1,
+        "num_attention_heads": 2,
+        "num_layers": 1,
+        "original_rope": True,
+        "padded_vocab_size": 64,
+        "post_layer_norm": True,
+        "rmsnorm": True,
+        "seq_length": 8192,
+        "use_cache": True,
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.42.4",
+        "tie_word_embeddings": False,
+        "eos_token_id": [vocab["<|endoftext|>"], vocab["<|user|>"], vocab["<|observation|>"]],
+        "pad_token_id": vocab["<|endoftext|>"],  # also the image placeholder vLLM's GLM-4V processing expands
+        "boi_token_id": vocab["<|begin_of_image|>"],
+        "eoi_token_id": vocab["<|end_of_image|>"],
+        "vision_config": vision,
+    }
+    dump(path, "config.json", config)
+
+
 WRITERS = {
     "cohere_compass": write_cohere_compass,
     "glm_ocr": write_glm_ocr,
     "paddleocr_vl": write_paddleocr_vl,
     "opencua": write_opencua,
     "bagel": write_bagel,
+    "glm4v_9b": write_glm4v_9b,
 }
 
 
@@ -228,11 +299,13 @@ def requests(model: str):
     from PIL import Image
 
     placeholder = MODELS[model][1]
+    sizes = ONE_IMAGE.get(model, SIZES)
     out = [
-        (f"{h}x{w}", f"{placeholder} describe", [Image.fromarray(photo(h, w, i))], {}) for i, (h, w) in enumerate(SIZES)
+        (f"{h}x{w}", f"{placeholder} describe", [Image.fromarray(photo(h, w, i))], {}) for i, (h, w) in enumerate(sizes)
     ]
     batch = [Image.fromarray(photo(h, w, 20 + i)) for i, (h, w) in enumerate([(480, 640), (1080, 1920), (57, 29)])]
-    out.append(("batch", " and ".join([placeholder] * 3) + " compare them", batch, {}))
+    if model not in ONE_IMAGE:
+        out.append(("batch", " and ".join([placeholder] * 3) + " compare them", batch, {}))
     if model in REQUEST_KWARGS:
         out.append(("kwargs", " and ".join([placeholder] * 2) + " compare", batch[:2], REQUEST_KWARGS[model]))
     if model not in ("opencua", "bagel"):  # their vLLM processors pass no per-request kwargs to the image processor
@@ -252,16 +325,26 @@ def worker(root: str, out_path: str) -> None:
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.INFO)
     load_general_plugins()
+    counts = counting_kernels() if os.environ.get("FUSED_INPUT_NORM_VLLM_PROCESSOR") == "1" else {"resize": 0}
     results = {}
     for model in MODELS:
         path = os.path.join(root, model)
-        config = ModelConfig(model=path, tokenizer=path, dtype="float32", seed=0, trust_remote_code=model == "opencua")
+        config = ModelConfig(
+            model=path,
+            tokenizer=path,
+            dtype="float32",
+            seed=0,
+            trust_remote_code=model == "opencua",
+            hf_overrides=HF_OVERRIDES.get(model, {}),
+        )
         processor = MULTIMODAL_REGISTRY.create_processor(config)
         results[f"{model}-class"] = class_name(processor.info.get_hf_processor().image_processor)
         for name, prompt, images, kwargs in requests(model):
+            before = counts["resize"]
             out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
             results[f"{model}-{name}"] = outputs(out, "image")
             results[f"{model}-{name}-class"] = class_name(processor.info.get_hf_processor(**kwargs).image_processor)
+            results[f"{model}-{name}-resized"] = counts["resize"] - before  # the generic path's resizes served
     # Every class vllm_plugin.BUILT_ELSEWHERE names, LLaVA-OneVision-2's included (whose remote-code processor no
     # directory here can hold), is wrapped once vLLM's registry loads its model.
     from vllm.model_executor.models.registry import ModelRegistry
@@ -281,6 +364,7 @@ ELSEWHERE = (
     "OpenCUAForConditionalGeneration",
     "LlavaOnevision2ForConditionalGeneration",
     "BagelForConditionalGeneration",
+    "GLM4VForCausalLM",
 )
 
 
@@ -293,17 +377,22 @@ def sides(tmp_path_factory):
 
 
 ADAPTER = "fused_input_norm.hf_adapter.FusedHFImageProcessor"
+GENERIC_ADAPTER = "fused_input_norm.hf_adapter.FusedHFGenericImageProcessor"
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_same_outputs_plugin_on_and_off(sides, model):
     on, off = sides
-    assert on[f"{model}-class"] == ADAPTER, on[f"{model}-class"]
-    assert off[f"{model}-class"].startswith("transformers.") and off[f"{model}-class"].endswith(MODELS[model][2])
+    adapter = GENERIC_ADAPTER if model in GENERIC else ADAPTER
+    assert on[f"{model}-class"] == adapter, on[f"{model}-class"]
+    upstream = off[f"{model}-class"]
+    assert upstream.startswith(GENERIC.get(model, "transformers.")) and upstream.endswith(MODELS[model][2]), upstream
     names = [name for name, *_ in requests_names(model)]
     for name in names:
         got, expected = on[f"{model}-{name}"], off[f"{model}-{name}"]
-        assert on[f"{model}-{name}-class"] == ADAPTER, (name, on[f"{model}-{name}-class"])
+        assert on[f"{model}-{name}-class"] == adapter, (name, on[f"{model}-{name}-class"])
+        if model in GENERIC:  # the package's resize computed it (none where the call is handed back)
+            assert (on[f"{model}-{name}-resized"] > 0) == (name != "fallback"), (name, on[f"{model}-{name}-resized"])
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
             assert got[field] == expected[field], f"{model} {name}: {field}"
         assert_same_tensors(f"{model} {name}", got["tensors"], expected["tensors"])
@@ -312,32 +401,34 @@ def test_same_outputs_plugin_on_and_off(sides, model):
 
 def requests_names(model: str) -> list[tuple]:
     """The request names of `model` (without building its images)."""
-    names = [(f"{h}x{w}",) for h, w in SIZES] + [("batch",)]
+    names = [(f"{h}x{w}",) for h, w in ONE_IMAGE.get(model, SIZES)] + ([] if model in ONE_IMAGE else [("batch",)])
     names += [("kwargs",)] if model in REQUEST_KWARGS else []
     return names + ([("fallback",)] if model not in ("opencua", "bagel") else [])
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_log_says_once_which_processor_serves_images(sides, model):
-    """One line per model names the architecture and says FusedImageProcessor serves its images; no call is
-    handed back but nearest resampling's."""
+    """One line per model names the architecture and says FusedImageProcessor (the generic path) serves its
+    images; no call is handed back but nearest resampling's."""
     on, off = sides
     architecture, _, upstream = MODELS[model]
     lines = [line for line in on["log"] if f"'{architecture}'" in line and "serves images" in line]
     assert len(lines) == 1, on["log"]
-    assert f"in place of transformers' {upstream}" in lines[0], lines
-    handed_back = [line for line in on["log"] if f"{upstream} serves this call" in line and "nearest" not in line]
+    says = f"transformers' {upstream} runs with" if model in GENERIC else f"in place of transformers' {upstream}"
+    assert says in lines[0], lines
+    nearest = NEAREST_SAYS.get(model, "nearest")
+    handed_back = [line for line in on["log"] if f"{upstream} serves this call" in line and nearest not in line]
     assert not handed_back, handed_back
     if ("fallback",) in requests_names(model):  # the call it must hand back is logged as transformers'
-        assert any(f"{upstream} serves this call" in line and "nearest" in line for line in on["log"]), on["log"]
+        assert any(f"{upstream} serves this call" in line and nearest in line for line in on["log"]), on["log"]
     assert not any(f"'{architecture}'" in line for line in off["log"]), off["log"]
 
 
 def test_every_processor_built_elsewhere_is_reached(sides):
-    """vLLM's processing info classes of OpenCUA, LLaVA-OneVision-2 and BAGEL are wrapped with the plugin on
-    (after vLLM's registry loads the model, as a server does), and not with it off."""
+    """vLLM's processing info classes of OpenCUA, LLaVA-OneVision-2, BAGEL and GLM-4V-9B are wrapped with the
+    plugin on (after vLLM's registry loads the model, as a server does), and not with it off."""
     on, off = sides
-    assert len(on["wrapped"]) == 3 and all(on["wrapped"].values()), on["wrapped"]
+    assert len(on["wrapped"]) == 4 and all(on["wrapped"].values()), on["wrapped"]
     assert not any(off["wrapped"].values()), off["wrapped"]
 
 
