@@ -12,7 +12,9 @@ on vLLM's cached_processor_from_config), one of the package's own vLLM-processor
 reproduces runs its own code with the package's primitives), or "transformers" / "vLLM" / "mistral_common" (not
 served, with the reason). A generic row is "served" only where tests/test_vllm_generic.py compares that
 architecture's modality in vLLM, plugin on vs off, and its primitives ran there (GENERIC_TESTED reads the test's
-table); elsewhere the generic path would stand in, unchecked, and the row says so as not served.
+table), or, for a vLLM-defined class on transformers' backend that vLLM builds outside its processor cache
+(GLM-4V-9B's GLM4VImageProcessorFast: vllm_plugin.BUILT_ELSEWHERE), where tests/test_vllm_copies.py runs the
+architecture; elsewhere the generic path would stand in, unchecked, and the row says so as not served.
 
 Read from the installed packages, so that a new family, a new plugin module or a new vLLM shows up without an
 edit here:
@@ -417,15 +419,14 @@ def elsewhere_tested() -> set[str]:
     return {architecture for architecture, *_ in tested.MODELS.values()}
 
 
-def _generic(cls: str) -> bool:
-    """Whether transformers' class `cls` is one the generic path stands in for: on its TorchvisionBackend or
-    PilBackend (the plugin's own test, hf_adapter.unsupported_generic, also needs an instance)."""
-    import transformers
-
+def _generic(cls: str, module: str = "transformers") -> bool:
+    """Whether class `cls` of `module` (transformers, or the vLLM model module that names vLLM's own class) is one
+    the generic path stands in for: on transformers' TorchvisionBackend or PilBackend (the plugin's own test,
+    hf_adapter.unsupported_generic, also needs an instance)."""
     from fused_input_norm.hf_primitives import backend_of
 
     try:
-        found = getattr(transformers, cls)
+        found = getattr(importlib.import_module(module), cls)
     except (AttributeError, ImportError):
         return False
     return isinstance(found, type) and backend_of(found) is not None
@@ -447,6 +448,13 @@ def _medium(
     if kind == "vllm":
         if cls in served_in_place:
             return served_in_place[cls], ""
+        if model["module"] in built_elsewhere() and _generic(cls, model["module"]):
+            if model["architecture"] in elsewhere_tested():
+                return "generic", ""
+            return (
+                "vLLM",
+                f"vLLM's own processor ({cls}); the generic path stands in (BUILT_ELSEWHERE), with no vLLM test",
+            )
         return "vLLM", f"vLLM's own processor ({cls})"
     if kind == "mistral_common":
         # vLLM wraps the encoder in its MistralCommonImageProcessor; vllm_mistral serves that class (its test:

@@ -124,13 +124,18 @@ def test_every_served_row_names_a_family_with_its_vllm_on_off_test(rows, reach):
 def test_generic_rows_are_the_architectures_it_tests(rows):
     """A row's images (videos) are "generic" exactly where tests/test_vllm_generic.py compares that architecture's
     images (videos) in vLLM, plugin on vs off, and the generic path's resize runs there (not UNSERVED /
-    VIDEO_UNSERVED); those it lists as UNSERVED, or whose videos it does not compare, are not served and say
-    why."""
+    VIDEO_UNSERVED), or where tests/test_vllm_copies.py does so for a vLLM-defined class (its GENERIC: GLM-4V-9B);
+    those test_vllm_generic lists as UNSERVED, or whose videos it does not compare, are not served and say why."""
+    import test_vllm_copies
     import test_vllm_generic as tested
 
     by_arch = {r["architecture"]: r for r in rows}
     generic = {medium: {r["architecture"] for r in rows if r[medium] == "generic"} for medium in ("images", "videos")}
-    assert generic["images"] == {spec["arch"] for model, spec in tested.MODELS.items() if tested.generic_serves(model)}
+    copies = {test_vllm_copies.MODELS[model][0] for model in test_vllm_copies.GENERIC}
+    assert copies == {"GLM4VForCausalLM"}, copies
+    assert generic["images"] == copies | {
+        spec["arch"] for model, spec in tested.MODELS.items() if tested.generic_serves(model)
+    }
     videos = {spec["arch"] for model, spec in tested.MODELS.items() if tested.generic_serves(model, video=True)}
     assert generic["videos"] == videos
     for model in tested.UNSERVED:  # images not served: the row is "not" (or "partly", where videos are served)
@@ -224,3 +229,17 @@ def test_a_processor_vllm_builds_itself_is_served_by_the_module_that_wraps_it(re
     for architecture in ("NemotronH_Nano_VL_V2", "NemotronH_Omni_Reasoning_V3"):
         nano = row(architecture, reach.plugin_modules())
         assert (nano["images"], nano["videos"], nano["status"]) == ("vllm_internvl",) * 2 + ("served",), nano
+
+
+def test_a_vllm_class_on_a_transformers_backend_is_generic_only_with_its_vllm_test(reach, monkeypatch):
+    """GLM-4V-9B's GLM4VImageProcessorFast (vLLM's own, on transformers' TorchvisionBackend, built outside the
+    processor cache: BUILT_ELSEWHERE) is served by the generic path, run by test_vllm_copies; without that test
+    the row says not, and why."""
+    from vllm.model_executor.models import registry
+
+    glm4v = reach.row("GLM4VForCausalLM", *registry._MULTIMODAL_MODELS["GLM4VForCausalLM"], {})
+    assert (glm4v["images"], glm4v["built"], glm4v["status"]) == ("generic", "elsewhere", "served"), glm4v
+    monkeypatch.setattr(reach, "elsewhere_tested", set)
+    untested = reach.row("GLM4VForCausalLM", *registry._MULTIMODAL_MODELS["GLM4VForCausalLM"], {})
+    assert (untested["images"], untested["status"]) == ("vLLM", "not"), untested
+    assert "the generic path stands in (BUILT_ELSEWHERE), with no vLLM test" in untested["why"], untested
