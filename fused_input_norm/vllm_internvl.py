@@ -172,9 +172,9 @@ def digest(obj: object) -> str:
     return hashlib.sha256(inspect.getsource(obj).encode()).hexdigest()
 
 
-def moved(module: object, reproduced: dict = IMAGES) -> str | None:
-    """Why `module`'s InternVL preprocessing (the functions `reproduced` names) is not the one this reproduces;
-    None when it is."""
+def moved(module: object, reproduced: dict = IMAGES, release: str = "vllm 0.34.0") -> str | None:
+    """Why `module`'s preprocessing (the functions `reproduced` names, as `release` writes them; InternVL's by
+    default) is not the one this reproduces; None when it is."""
     for name, expected in reproduced.items():
         obj = module
         try:
@@ -184,7 +184,7 @@ def moved(module: object, reproduced: dict = IMAGES) -> str | None:
         except (AttributeError, OSError, TypeError) as e:
             return f"its {name} cannot be read ({e})"
         if found != expected:
-            return f"its {name} is not vllm 0.34.0's (the one this reproduces)"
+            return f"its {name} is not {release}'s (the one this reproduces)"
     return None
 
 

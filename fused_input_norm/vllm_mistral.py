@@ -72,9 +72,9 @@ def serve(log: logging.Logger) -> str:
         encoder_module = importlib.import_module(ENCODER_MODULE)
     except ImportError as e:
         return f"{label} stays mistral_common's: {ENCODER_MODULE} cannot be imported ({e})"
-    reason = moved(encoder_module, ENCODER_REPRODUCED)
+    reason = moved(encoder_module, ENCODER_REPRODUCED, "mistral_common 1.13")
     if reason is not None:
-        return f"{label} stays mistral_common's: {reason.replace('vllm 0.34.0', 'mistral_common 1.13')}"
+        return f"{label} stays mistral_common's: {reason}"
     signature = inspect.signature(cls.__call__)
     wrap_method(
         cls,
