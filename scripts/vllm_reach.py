@@ -51,7 +51,8 @@ STATUSES = ("served", "partly", "not", "unknown")
 # preprocessor_config.json / video_preprocessor_config.json (or vLLM's own processing code) load.
 # A name is transformers' class unless prefixed: "vllm:" vLLM's own preprocessing (a class of
 # vllm/transformers_utils/processors, vllm/models or the model file), "remote:" the checkpoint's remote code
-# ("remote:?": not readable offline), "mistral_common:" Mistral's own encoder. None: the modality has no
+# ("remote:?": not readable offline), "mistral_common:" Mistral's own encoder, "frames:" (videos) a transformers
+# image processor vLLM's code calls once per frame. None: the modality has no
 # processor of its own. Read from vllm 0.34.0's model files (and the remote-code classes they name) and
 # transformers 5.22's auto mappings, offline, without downloading the checkpoints: a checkpoint ending in "?" is
 # the model's name, not a repository id checked. A row whose checkpoint ships another class is wrong here, and
@@ -219,9 +220,12 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
     "OpenPanguVLForConditionalGeneration": ("remote:?", "remote:?", "openPangu-VL?"),
     "OpenVLAForActionPrediction": ("vllm:OpenVLAImageProcessor", None, "openvla/openvla-7b"),
     "Ovis": ("vllm:OvisProcessor", None, "AIDC-AI/Ovis2-8B"),
-    "Ovis2_5": ("vllm:Ovis2_5Processor", "vllm:Ovis2_5Processor", "AIDC-AI/Ovis2.5-9B"),
-    "Ovis2_6ForCausalLM": ("vllm:Ovis2_5Processor", "vllm:Ovis2_5Processor", "AIDC-AI/Ovis2.6?"),
-    "Ovis2_6_MoeForCausalLM": ("vllm:Ovis2_5Processor", "vllm:Ovis2_5Processor", "AIDC-AI/Ovis2.6 MoE?"),
+    # vLLM's Ovis2_5Processor holds the checkpoint's image processor (AutoImageProcessor) and calls it per image
+    # and per video frame. SiglipImageProcessor: the preprocessor of the SigLIP2 so400m-patch16-512 tower Ovis2.5
+    # starts from (bilinear, mean/std 0.5, as transformers' own Ovis2.5 port keeps), not read from the checkpoint.
+    "Ovis2_5": ("SiglipImageProcessor", "frames:SiglipImageProcessor", "AIDC-AI/Ovis2.5-9B"),
+    "Ovis2_6ForCausalLM": ("SiglipImageProcessor", "frames:SiglipImageProcessor", "AIDC-AI/Ovis2.6?"),
+    "Ovis2_6_MoeForCausalLM": ("SiglipImageProcessor", "frames:SiglipImageProcessor", "AIDC-AI/Ovis2.6 MoE?"),
     "PaddleOCRVLForConditionalGeneration": ("PaddleOCRVLImageProcessor", None, "PaddlePaddle/PaddleOCR-VL"),
     "PaliGemmaForConditionalGeneration": ("SiglipImageProcessor", None, "google/paligemma-3b-mix-224"),
     "Phi3VForCausalLM": ("remote:Phi3VImageProcessor", None, "microsoft/Phi-3.5-vision-instruct"),
@@ -456,6 +460,8 @@ def _medium(
                 f"vLLM's own processor ({cls}); the generic path stands in (BUILT_ELSEWHERE), with no vLLM test",
             )
         return "vLLM", f"vLLM's own processor ({cls})"
+    if kind == "frames":  # a video whose frames go through a transformers image processor, one call each
+        kind, video = "", False
     if kind == "mistral_common":
         # vLLM wraps the encoder in its MistralCommonImageProcessor; vllm_mistral serves that class (its test:
         # tests/test_vllm_mistral.py) only where OpenCV runs its own INTER_CUBIC, hence never fully "served".

@@ -3,7 +3,10 @@
 paddleocr_vl family) and for those whose processor vLLM builds outside cached_processor_from_config
 (OpenCUA: Qwen2VLImageProcessor made by vLLM's OpenCUAProcessor; BAGEL: SiglipImageProcessor from vLLM's
 cached_get_image_processor; GLM-4V-9B: vLLM's own GLM4VImageProcessorFast, a TorchvisionBackend no family
-reproduces, so the generic path's), reached by wrapping their processing info class (vllm_plugin.BUILT_ELSEWHERE).
+reproduces, so the generic path's), reached by wrapping their processing info class (vllm_plugin.BUILT_ELSEWHERE),
+and for Ovis2.5 / Ovis2.6 (Ovis2_5, Ovis2_6ForCausalLM, Ovis2_6_MoeForCausalLM: vLLM's own Ovis2_5Processor,
+built through cached_processor_from_config, holding the checkpoint's SiglipImageProcessor, which it calls once per
+image and once per video frame at its own smart_resize size: the siglip family's, images and videos).
 Each side runs in its own process, as a server would (`bash scripts/test_vllm.sh`).
 
 Tiny model directories (no weights): config.json from the config classes (vLLM's BagelConfig; OpenCUA's
@@ -12,12 +15,14 @@ model's special tokens, preprocessor_config.json as the checkpoints ship it (GLM
 verbatim; CohereCompass's and OpenCUA's the class defaults Qwen2-VL's checkpoints ship; BAGEL's a SigLIP
 processor at its 980-pixel vit_max_num_patch_per_side * patch_size; GLM-4V-9B ships none: vLLM's class holds
 its settings, and its config.json is zai-org/glm-4v-9b's with tiny sizes, run as vLLM's ChatGLM model asks, with
-hf_overrides naming GLM4VForCausalLM). Compared per request: prompt_token_ids, mm_placeholders, mm_hashes, every
-tensor (floats within 1e-6, the rest exactly); the plugin's side must hold FusedHFImageProcessor (GLM-4V-9B: the
+hf_overrides naming GLM4VForCausalLM; Ovis's remote-code config class written here, with what vLLM reads of
+it). Compared per request: prompt_token_ids, mm_placeholders, mm_hashes, every tensor (floats within 1e-6, the
+rest exactly); the plugin's side must hold FusedHFImageProcessor (GLM-4V-9B: the
 generic adapter, whose resize must run), say so once per model, and hand back no call but the one it must
 (nearest resampling).
 """
 
+import functools
 import importlib.util
 import os
 import sys
@@ -59,7 +64,11 @@ MODELS = {
     ),
     "bagel": ("BagelForConditionalGeneration", "<|image_pad|>", "SiglipImageProcessor"),
     "glm4v_9b": ("GLM4VForCausalLM", "<|begin_of_image|><|endoftext|><|end_of_image|>", "GLM4VImageProcessorFast"),
+    "ovis2_5": ("Ovis2_5", "<image>", "SiglipImageProcessor"),
+    "ovis2_6": ("Ovis2_6ForCausalLM", "<image>", "SiglipImageProcessor"),
+    "ovis2_6_moe": ("Ovis2_6_MoeForCausalLM", "<image>", "SiglipImageProcessor"),
 }
+OVIS = ("ovis2_5", "ovis2_6", "ovis2_6_moe")
 # The models whose image processor no family reproduces, served by the generic path: model -> its class's module.
 GENERIC = {"glm4v_9b": "vllm.transformers_utils.processors.glm4v"}
 # The models vLLM takes one image a prompt of (no batch), and the sizes they get: 1080p and a tiny odd one.
@@ -71,6 +80,12 @@ NEAREST_SAYS = {"glm4v_9b": "resize: resample=0 "}
 HF_OVERRIDES = {"glm4v_9b": {"architectures": ["GLM4VForCausalLM"]}}
 # (height, width): 1080p, VGA, tiny, elongated (the 12 MP photo is test_vllm_families'; its CPU time is not spent twice)
 SIZES = [(1080, 1920), (480, 640), (57, 29), (40, 900)]
+# The models whose videos are compared too (vLLM's Ovis2_5Processor sends each frame through the image processor),
+# and their prompt's video placeholder.
+VIDEOS = {model: "<video>" for model in OVIS}
+# The models whose vLLM processor passes no per-request kwargs on to the image processor (so no nearest-resampling
+# request to hand back): OpenCUA's and BAGEL's; Ovis's passes only its pixel bounds to its own smart_resize.
+NO_IMAGE_KWARGS = ("opencua", "bagel", *OVIS)
 # Per-request mm_processor_kwargs each model's processor takes, served: model -> kwargs.
 REQUEST_KWARGS = {
     "cohere_compass": {"size": {"shortest_edge": 3136, "longest_edge": 401408}},
@@ -283,6 +298,71 @@ def write_glm4v_9b(path: str) -> None:
     dump(path, "config.json", config)
 
 
+# Ovis2.5's checkpoints ship their config class as remote code (configuration_ovis2_5.py); this one holds what
+# vLLM reads of it: the ViT's patch_size, hidden_stride and temporal_patch_size, the LLM's config.
+OVIS_CONFIG_CODE = """
+from transformers import AutoConfig, PretrainedConfig
+
+
+class Siglip2NavitConfig(PretrainedConfig):
+    model_type = "siglip2_navit"
+
+    def __init__(self, hidden_size=1152, patch_size=16, hidden_stride=2, temporal_patch_size=1, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size, self.patch_size = hidden_size, patch_size
+        self.hidden_stride, self.temporal_patch_size = hidden_stride, temporal_patch_size
+
+
+class Ovis2_5_Config(PretrainedConfig):
+    model_type = "ovis2_5"
+    sub_configs = {"vit_config": Siglip2NavitConfig}
+
+    def __init__(self, llm_config=None, vit_config=None, visual_vocab_size=65536, hidden_size=None, **kwargs):
+        llm_config = dict(llm_config or {"model_type": "qwen3"})
+        self.llm_config = AutoConfig.for_model(llm_config.pop("model_type"), **llm_config)
+        self.vit_config = Siglip2NavitConfig(**(vit_config or {}))
+        self.visual_vocab_size = visual_vocab_size
+        super().__init__(**kwargs)  # reads get_text_config(): llm_config is set before
+        self.hidden_size = hidden_size
+
+    def get_text_config(self, *args, **kwargs):
+        return self.llm_config
+
+    def to_dict(self):
+        out = super().to_dict()
+        out["llm_config"], out["vit_config"] = self.llm_config.to_dict(), self.vit_config.to_dict()
+        return out
+"""
+
+
+def write_ovis(path: str, architecture: str) -> None:
+    """An Ovis2.5 directory (Ovis2.6's run through the same vLLM model and processor: their architecture names
+    here). Its preprocessor_config.json is the SigLIP2 so400m-patch16-512 tower's, as Ovis2.5's checkpoints ship
+    it: a SiglipImageProcessor (bilinear, mean and std 0.5, 512x512 that vLLM's processor overrides per image with
+    its own smart_resize) inside vLLM's Ovis2_5Processor, which vLLM builds through cached_processor_from_config."""
+    os.makedirs(path, exist_ok=True)
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image_pad|>", "<image>", "<video>"]
+    tokenizer(path, special, "<|im_start|>", "<|im_end|>")
+    with open(os.path.join(path, "configuration_ovis2_5.py"), "w") as f:
+        f.write(OVIS_CONFIG_CODE)
+    vit = {"model_type": "siglip2_navit", "hidden_size": 32, "patch_size": 16, "hidden_stride": 2}
+    config = {
+        "architectures": [architecture],
+        "model_type": "ovis2_5",
+        "auto_map": {"AutoConfig": "configuration_ovis2_5.Ovis2_5_Config"},
+        "llm_config": TEXT | {"model_type": "qwen3", "head_dim": 16, "max_position_embeddings": 40960},
+        "vit_config": vit | {"temporal_patch_size": 1},
+        "visual_vocab_size": 64,
+        "hidden_size": 32,
+    }
+    dump(path, "config.json", config)
+    preprocessor = {"do_convert_rgb": None, "do_normalize": True, "do_rescale": True, "do_resize": True}
+    preprocessor |= {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5], "resample": 2}
+    preprocessor |= {"image_processor_type": "SiglipImageProcessor", "processor_class": "SiglipProcessor"}
+    preprocessor |= {"rescale_factor": 1 / 255, "size": {"height": 512, "width": 512}}
+    dump(path, "preprocessor_config.json", preprocessor)
+
+
 WRITERS = {
     "cohere_compass": write_cohere_compass,
     "glm_ocr": write_glm_ocr,
@@ -290,26 +370,32 @@ WRITERS = {
     "opencua": write_opencua,
     "bagel": write_bagel,
     "glm4v_9b": write_glm4v_9b,
-}
+} | {model: functools.partial(write_ovis, architecture=MODELS[model][0]) for model in OVIS}
 
 
 def requests(model: str):
-    """(name, prompt, images, mm_processor_kwargs): each size alone, a batch of three, the model's per-request
-    kwargs, and nearest resampling (a call FusedImageProcessor hands back; where the processor takes it)."""
+    """(name, prompt, modality, items, mm_processor_kwargs): each size alone, a batch of three, the model's
+    per-request kwargs, nearest resampling (a call FusedImageProcessor hands back; where the processor takes it)
+    and a video of four frames (where its processor takes videos)."""
+    import numpy as np
     from PIL import Image
 
     placeholder = MODELS[model][1]
     sizes = ONE_IMAGE.get(model, SIZES)
     out = [
-        (f"{h}x{w}", f"{placeholder} describe", [Image.fromarray(photo(h, w, i))], {}) for i, (h, w) in enumerate(sizes)
+        (f"{h}x{w}", f"{placeholder} describe", "image", [Image.fromarray(photo(h, w, i))], {})
+        for i, (h, w) in enumerate(sizes)
     ]
     batch = [Image.fromarray(photo(h, w, 20 + i)) for i, (h, w) in enumerate([(480, 640), (1080, 1920), (57, 29)])]
     if model not in ONE_IMAGE:
-        out.append(("batch", " and ".join([placeholder] * 3) + " compare them", batch, {}))
+        out.append(("batch", " and ".join([placeholder] * 3) + " compare them", "image", batch, {}))
     if model in REQUEST_KWARGS:
-        out.append(("kwargs", " and ".join([placeholder] * 2) + " compare", batch[:2], REQUEST_KWARGS[model]))
-    if model not in ("opencua", "bagel"):  # their vLLM processors pass no per-request kwargs to the image processor
-        out.append(("fallback", f"{placeholder} describe", batch[:1], {"resample": 0}))
+        out.append(("kwargs", " and ".join([placeholder] * 2) + " compare", "image", batch[:2], REQUEST_KWARGS[model]))
+    if model not in NO_IMAGE_KWARGS:
+        out.append(("fallback", f"{placeholder} describe", "image", batch[:1], {"resample": 0}))
+    if model in VIDEOS:
+        video = np.stack([photo(480, 640, 30 + i) for i in range(4)])
+        out.append(("video", f"{VIDEOS[model]} describe", "video", [video], {}))
     return out
 
 
@@ -334,15 +420,15 @@ def worker(root: str, out_path: str) -> None:
             tokenizer=path,
             dtype="float32",
             seed=0,
-            trust_remote_code=model == "opencua",
+            trust_remote_code=model == "opencua" or model in OVIS,
             hf_overrides=HF_OVERRIDES.get(model, {}),
         )
         processor = MULTIMODAL_REGISTRY.create_processor(config)
         results[f"{model}-class"] = class_name(processor.info.get_hf_processor().image_processor)
-        for name, prompt, images, kwargs in requests(model):
+        for name, prompt, modality, items, kwargs in requests(model):
             before = counts["resize"]
-            out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
-            results[f"{model}-{name}"] = outputs(out, "image")
+            out = processor(prompt, processor.info.parse_mm_data({modality: items}), hf_processor_mm_kwargs=kwargs)
+            results[f"{model}-{name}"] = outputs(out, modality)
             results[f"{model}-{name}-class"] = class_name(processor.info.get_hf_processor(**kwargs).image_processor)
             results[f"{model}-{name}-resized"] = counts["resize"] - before  # the generic path's resizes served
     # Every class vllm_plugin.BUILT_ELSEWHERE names, LLaVA-OneVision-2's included (whose remote-code processor no
@@ -396,14 +482,16 @@ def test_same_outputs_plugin_on_and_off(sides, model):
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
             assert got[field] == expected[field], f"{model} {name}: {field}"
         assert_same_tensors(f"{model} {name}", got["tensors"], expected["tensors"])
-        assert got["tensors"] and all(item["pixel_values"].numel() for item in got["tensors"])
+        pixels = "video_pixel_values" if name == "video" else "pixel_values"  # Ovis's key for a video's frames
+        assert got["tensors"] and all(item[pixels].numel() for item in got["tensors"])
 
 
 def requests_names(model: str) -> list[tuple]:
     """The request names of `model` (without building its images)."""
     names = [(f"{h}x{w}",) for h, w in ONE_IMAGE.get(model, SIZES)] + ([] if model in ONE_IMAGE else [("batch",)])
     names += [("kwargs",)] if model in REQUEST_KWARGS else []
-    return names + ([("fallback",)] if model not in ("opencua", "bagel") else [])
+    names += [("fallback",)] if model not in NO_IMAGE_KWARGS else []
+    return names + ([("video",)] if model in VIDEOS else [])
 
 
 @pytest.mark.parametrize("model", MODELS)

@@ -47,8 +47,8 @@ def test_the_table_names_only_architectures_of_the_registry(reach):
 def on_off_tested() -> dict[str, set[str]]:
     """The families (and vllm_* modules) whose vLLM on-vs-off test runs, per modality: images from
     tests/test_vllm_families.py's models, videos from its video models (InternVL chat, LLaVA-OV, InternVL-hf)
-    tests/test_vllm_processor.py's Qwen-VL models, tests/test_vllm_copies.py's and tests/test_vllm_gemma4.py's
-    models (its images and videos), tests/test_vllm_moondream3.py's (Moondream 3), tests/test_vllm_step3.py's (Step3-VL),
+    tests/test_vllm_processor.py's Qwen-VL models, tests/test_vllm_copies.py's (Ovis's videos too) and
+    tests/test_vllm_gemma4.py's models (its images and videos), tests/test_vllm_moondream3.py's (Moondream 3), tests/test_vllm_step3.py's (Step3-VL),
     tests/test_vllm_kimi.py's (Kimi-K2.5 images and video chunks, K3, K3.1), tests/test_vllm_deepseek_v4.py's
     (DeepSeek-V4 / V4.1) and tests/test_vllm_mistral.py's (Mistral-format checkpoints)."""
     import test_vllm_families
@@ -78,6 +78,8 @@ def on_off_tested() -> dict[str, set[str]]:
     for model, (_, _, name) in test_vllm_copies.MODELS.items():
         if model not in test_vllm_copies.GENERIC:  # GLM-4V-9B's: the generic path, no family
             images.add(config.kind_of({"image_processor_type": name}))
+        if model in test_vllm_copies.VIDEOS:  # Ovis's videos: each frame through its image processor
+            videos.add(config.kind_of({"image_processor_type": name}))
     for model in test_vllm_processor.MODELS:
         videos.add("qwen3_vl" if model == "qwen3_vl" else "qwen2_vl")
     import test_vllm_gemma4  # Gemma 4, Gemma 4 Unified, DiffusionGemma: the gemma4 and gemma4_unified families
@@ -113,9 +115,9 @@ def test_every_served_row_names_a_family_with_its_vllm_on_off_test(rows, reach):
                 continue
             if server == "generic":  # checked per architecture: test_generic_rows_are_the_architectures_it_tests
                 continue
-            exists = server in modules or (
-                server in families.FAMILIES if medium == "images" else server in set(config.VIDEO_TYPES.values())
-            )
+            # a video may be served frame by frame by an image family (Ovis's), or by a video family
+            video_families = set(config.VIDEO_TYPES.values()) if medium == "videos" else set()
+            exists = server in modules or server in families.FAMILIES or server in video_families
             assert exists, f"{r['architecture']}: {medium} served by {server!r}, which this package does not have"
             if server not in tested[medium]:
                 gaps.add((medium, server))
