@@ -96,6 +96,27 @@ def center_crop_box(size: tuple[int, int], crop_size: tuple[int, int]) -> tuple[
     return (size[0] - crop_h) // 2, (size[1] - crop_w) // 2, crop_h, crop_w
 
 
+def padded_center_crop(
+    size: tuple[int, int], crop_size: tuple[int, int], reference: str
+) -> tuple[tuple[int, int, int, int], tuple[int, int]]:
+    """transformers' center_crop of a crop larger than the image along a side: (top, left, height, width) of the
+    image kept, and the (top, left) it lands at on the crop_size canvas of zeros. Along a side the crop exceeds,
+    all of the image is kept and centered, the odd pixel of padding below (torchvision backend: tvF.pad by
+    (crop - side) // 2 first) or above (Pil backend: NumPy's center_crop pads ceil((crop - side) / 2) first);
+    along the other side the crop is cut from the middle as where it fits."""
+    kept, placed = [], []
+    for side, crop in zip(size, crop_size, strict=True):
+        if crop > side:
+            before = (crop - side) // 2 if reference == "torchvision" else (crop - side + 1) // 2
+            kept.append((0, side))
+            placed.append(before)
+        else:
+            kept.append(((side - crop) // 2, crop))
+            placed.append(0)
+    (top, height), (left, width) = kept
+    return (top, left, height, width), (placed[0], placed[1])
+
+
 def patch_grid(height: int, width: int, patch_size: int) -> tuple[int, int]:
     """(grid_h, grid_w) of a still image already sized to whole merged patches."""
     return height // patch_size, width // patch_size

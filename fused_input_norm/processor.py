@@ -149,7 +149,9 @@ class FusedImageProcessor:
                 check_strided(_WHERE, image_name(i, len(items)), item)
         decoded = intake.decode_all(items, self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder)
         shapes = [image.shape[-2:] for image, _ in decoded]
-        plan = family.plan(s, shapes, _WHERE) if samples is None else family.plan(s, shapes, _WHERE, samples)
+        by_reference = {"reference": self.reference} if getattr(family, "BY_REFERENCE", False) else {}
+        by_sample = () if samples is None else (samples,)
+        plan = family.plan(s, shapes, _WHERE, *by_sample, **by_reference)
         norm = self._bytes if visual_dtype == torch.uint8 else self.norm
         out_dtype = visual_dtype
         stepwise = self._steps is not None and visual_dtype != torch.uint8

@@ -76,10 +76,22 @@ def test_upstream_attributes_and_refusals():
         ("clip.CLIPImageProcessor", {}),
         ("clip.CLIPImageProcessor", {"size": {"shortest_edge": 336}, "crop_size": {"height": 336, "width": 336}}),
         ("clip.CLIPImageProcessor", {"do_rescale": False, "do_normalize": False}),
+        # a crop larger than the resize along one side (odd padding, which the backends place apart), cut
+        # along the other: transformers pads with zeros, then crops
+        ("clip.CLIPImageProcessor", {"crop_size": {"height": 257, "width": 255}}),
+        (
+            "clip.CLIPImageProcessor",
+            {"crop_size": {"height": 301, "width": 233}, "do_rescale": False, "do_normalize": False},
+        ),
+        # vLLM's Ovis processor: a per-call height x width under a larger square crop (padding on one side only)
+        (
+            "clip.CLIPImageProcessor",
+            {"size": {"height": 251, "width": 448}, "crop_size": {"height": 448, "width": 448}},
+        ),
         ("siglip.SiglipImageProcessor", {}),
         ("siglip.SiglipImageProcessor", {"size": {"height": 384, "width": 384}}),
     ],
-    ids=["clip", "clip-336", "clip-uint8", "siglip", "siglip-384"],
+    ids=["clip", "clip-336", "clip-uint8", "clip-pad-odd", "clip-pad-uint8", "clip-pad-ovis", "siglip", "siglip-384"],
 )
 def test_every_family_in_the_registry_is_served_as_transformers_computes_it(monkeypatch, family, kwargs, backend):
     module, name = family.split(".")

@@ -407,7 +407,6 @@ def test_min_max_pixels_override_size_as_in_transformers():
             {"image_processor_type": "CLIPImageProcessor", "resample": 0},
             "supported: 1 (lanczos), 2 (bilinear), 3 (bicubic)",
         ),
-        ({"image_processor_type": "CLIPImageProcessor", "crop_size": 256}, "crop_size 256x256 is larger than"),
         (
             {"image_processor_type": "SiglipImageProcessor", "size": {"height": 100, "width": 300}},
             None,
@@ -506,11 +505,16 @@ def test_without_resize_sizes_must_patchify_or_crop():
     with pytest.raises(ValueError, match=r"images\[1\] is 100x120; without do_resize, H and W must be multiples of"):
         qwen([np.zeros((56, 56, 3), np.uint8), good()])
     assert qwen(np.zeros((56, 112, 3), np.uint8))["image_grid_thw"].tolist() == [[1, 4, 8]]
+    # CLIP without do_resize: an image smaller than crop_size is padded with zeros before the crop, as
+    # transformers' Pil backend pads it (the reference FusedImageProcessor defaults to)
     clip = FusedImageProcessor.from_preprocessor_config(
         {"image_processor_type": "CLIPImageProcessor", "do_resize": False}, device="cpu"
     )
-    with pytest.raises(ValueError, match=r"images is 100x120, smaller than crop_size 224x224"):
-        clip(good())
+    transformers_clip = pytest.importorskip("transformers.models.clip")
+    expected = transformers_clip.CLIPImageProcessorPil(do_resize=False)(good(), return_tensors="pt")["pixel_values"]
+    got = clip(good())["pixel_values"]
+    assert got.shape == expected.shape == (1, 3, 224, 224)
+    assert float((got - expected).abs().max()) <= 1e-6
 
 
 def test_one_output_and_a_call_count_that_does_not_grow_with_pixels(monkeypatch):

@@ -11,6 +11,8 @@ and optionally
   BY_SAMPLE = True: plan(settings, shapes, where, samples) is also given how many images each sample of the
   call holds (transformers' nested list of images: images.samples, or the family's own samples(images,
   where) where its processor counts them otherwise), for outputs laid out per sample;
+  BY_REFERENCE = True: plan(settings, shapes, where, reference=...) is also given the backend it reproduces
+  ("torchvision" or "pil"), where the two place pixels differently (CLIP's zero-padded center crop);
   as_upstream(reference, outputs, raw) -> outputs: the outputs as that backend of transformers returns them,
   where that depends on more than PIL_BYTES_AS_FLOAT says (the adapter then calls it instead);
   UNSTACKED = {output: how}: how transformers lists that output when the call leaves return_tensors unset

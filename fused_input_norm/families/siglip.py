@@ -11,6 +11,7 @@ PROCESSOR_CLASSES = ("SiglipProcessor",)
 PIL_BYTES_AS_FLOAT = False  # its Pil backend returns the resized bytes as uint8, as its torchvision one
 UNSTACKED = clip.UNSTACKED
 KEYS = clip.KEYS
+BY_REFERENCE = clip.BY_REFERENCE
 DEFAULTS = {**COMMON_DEFAULTS, "size": {"height": 224, "width": 224}}
 
 
