@@ -219,7 +219,9 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
     "OpenCUAForConditionalGeneration": ("Qwen2VLImageProcessor", None, "xlangai/OpenCUA-7B"),
     "OpenPanguVLForConditionalGeneration": ("remote:?", "remote:?", "openPangu-VL?"),
     "OpenVLAForActionPrediction": ("vllm:OpenVLAImageProcessor", None, "openvla/openvla-7b"),
-    "Ovis": ("vllm:OvisProcessor", None, "AIDC-AI/Ovis2-8B"),
+    # vLLM's OvisProcessor (Ovis1.6, Ovis2) holds the checkpoint's image processor and calls it per crop: Ovis2's
+    # AIMv2 huge-patch14-448 tower's CLIPImageProcessor (Ovis1.6's: SigLIP's), inferred from the tower, not read.
+    "Ovis": ("CLIPImageProcessor", None, "AIDC-AI/Ovis2-8B"),
     # vLLM's Ovis2_5Processor holds the checkpoint's image processor (AutoImageProcessor) and calls it per image
     # and per video frame. SiglipImageProcessor: the preprocessor of the SigLIP2 so400m-patch16-512 tower Ovis2.5
     # starts from (bilinear, mean/std 0.5, as transformers' own Ovis2.5 port keeps), not read from the checkpoint.

@@ -6,7 +6,9 @@ cached_get_image_processor; GLM-4V-9B: vLLM's own GLM4VImageProcessorFast, a Tor
 reproduces, so the generic path's), reached by wrapping their processing info class (vllm_plugin.BUILT_ELSEWHERE),
 and for Ovis2.5 / Ovis2.6 (Ovis2_5, Ovis2_6ForCausalLM, Ovis2_6_MoeForCausalLM: vLLM's own Ovis2_5Processor,
 built through cached_processor_from_config, holding the checkpoint's SiglipImageProcessor, which it calls once per
-image and once per video frame at its own smart_resize size: the siglip family's, images and videos).
+image and once per video frame at its own smart_resize size: the siglip family's, images and videos) and
+Ovis1.6 / Ovis2 (Ovis: vLLM's own OvisProcessor calling the checkpoint's SiglipImageProcessor or, Ovis2's,
+CLIPImageProcessor with a 448 center crop that pads the crops it resizes smaller: the siglip and clip families).
 Each side runs in its own process, as a server would (`bash scripts/test_vllm.sh`).
 
 Tiny model directories (no weights): config.json from the config classes (vLLM's BagelConfig; OpenCUA's
@@ -67,8 +69,11 @@ MODELS = {
     "ovis2_5": ("Ovis2_5", "<image>", "SiglipImageProcessor"),
     "ovis2_6": ("Ovis2_6ForCausalLM", "<image>", "SiglipImageProcessor"),
     "ovis2_6_moe": ("Ovis2_6_MoeForCausalLM", "<image>", "SiglipImageProcessor"),
+    "ovis1_6": ("Ovis", "<image>", "SiglipImageProcessor"),
+    "ovis2": ("Ovis", "<image>", "CLIPImageProcessor"),
 }
-OVIS = ("ovis2_5", "ovis2_6", "ovis2_6_moe")
+OVIS = ("ovis2_5", "ovis2_6", "ovis2_6_moe")  # vLLM's Ovis2_5Processor
+OVIS_TILES = ("ovis1_6", "ovis2")  # vLLM's OvisProcessor (Ovis1.6, Ovis2): a grid of crops plus the whole image
 # The models whose image processor no family reproduces, served by the generic path: model -> its class's module.
 GENERIC = {"glm4v_9b": "vllm.transformers_utils.processors.glm4v"}
 # The models vLLM takes one image a prompt of (no batch), and the sizes they get: 1080p and a tiny odd one.
@@ -85,12 +90,14 @@ SIZES = [(1080, 1920), (480, 640), (57, 29), (40, 900)]
 VIDEOS = {model: "<video>" for model in OVIS}
 # The models whose vLLM processor passes no per-request kwargs on to the image processor (so no nearest-resampling
 # request to hand back): OpenCUA's and BAGEL's; Ovis's passes only its pixel bounds to its own smart_resize.
-NO_IMAGE_KWARGS = ("opencua", "bagel", *OVIS)
+NO_IMAGE_KWARGS = ("opencua", "bagel", *OVIS, *OVIS_TILES)
 # Per-request mm_processor_kwargs each model's processor takes, served: model -> kwargs.
 REQUEST_KWARGS = {
     "cohere_compass": {"size": {"shortest_edge": 3136, "longest_edge": 401408}},
     "glm_ocr": {"size": {"shortest_edge": 3136, "longest_edge": 401408}},
     "paddleocr_vl": {"size": {"shortest_edge": 3136, "longest_edge": 401408}},
+    "ovis1_6": {"max_partition": 4},  # its processor's own grid bound (9 by default)
+    "ovis2": {"max_partition": 4},
 }
 VISION_QWEN = {"depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64, "out_hidden_size": 32}
 
@@ -363,6 +370,37 @@ def write_ovis(path: str, architecture: str) -> None:
     dump(path, "preprocessor_config.json", preprocessor)
 
 
+def write_ovis_tiles(path: str, tower: str) -> None:
+    """An Ovis1.6 or Ovis2 directory: vLLM's own OvisConfig reads its config.json (no remote code); vLLM's
+    OvisProcessor holds the checkpoint's image processor and calls it per crop at a height x width of its own,
+    then pads each to a square. The preprocessor_config.json is the vision tower's, as these checkpoints ship
+    it: Ovis1.6's SigLIP so400m-patch14-384 (SiglipImageProcessor, 384x384, bicubic, 0.5) and Ovis2's AIMv2
+    huge-patch14-448 (CLIPImageProcessor, shortest edge 448 and a 448 center crop, which pads the crops vLLM
+    resizes smaller than 448 along a side: transformers' zero padding, then vLLM's own)."""
+    os.makedirs(path, exist_ok=True)
+    siglip = tower == "siglip"
+    pad = "<unused0>" if siglip else "<|image_pad|>"  # vLLM's IMAGE_PAD_TOKEN_MAP: Gemma 2's, Qwen2's
+    special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", pad, "<image>"]
+    tokenizer(path, special, "<|im_start|>", "<|im_end|>")
+    side = 384 if siglip else 448
+    backbone = {"model_type": "siglip_vision_model" if siglip else "aimv2", "image_size": side, "patch_size": 14}
+    backbone |= {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+    visual = {"model_type": "siglip_visual_tokenizer" if siglip else "aimv2_visual_tokenizer"}
+    visual |= {"backbone_config": backbone, "hidden_stride": 2, "vocab_size": 64}
+    llm = TEXT | {"model_type": "gemma2" if siglip else "qwen2", "max_position_embeddings": 32768}
+    config = {"architectures": ["Ovis"], "model_type": "ovis", "llm_config": llm, "hidden_size": 32}
+    dump(path, "config.json", config | {"visual_tokenizer_config": visual})
+    if siglip:
+        preprocessor = {"image_processor_type": "SiglipImageProcessor", "processor_class": "SiglipProcessor"}
+        preprocessor |= {"size": {"height": 384, "width": 384}, "image_mean": [0.5] * 3, "image_std": [0.5] * 3}
+    else:
+        preprocessor = {"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": 448}}
+        preprocessor |= {"do_center_crop": True, "crop_size": {"height": 448, "width": 448}, "do_convert_rgb": True}
+        preprocessor |= {"image_mean": CLIP_MEAN, "image_std": CLIP_STD}
+    preprocessor |= {"do_normalize": True, "do_rescale": True, "do_resize": True, "resample": 3}
+    dump(path, "preprocessor_config.json", preprocessor | {"rescale_factor": 1 / 255})
+
+
 WRITERS = {
     "cohere_compass": write_cohere_compass,
     "glm_ocr": write_glm_ocr,
@@ -371,6 +409,10 @@ WRITERS = {
     "bagel": write_bagel,
     "glm4v_9b": write_glm4v_9b,
 } | {model: functools.partial(write_ovis, architecture=MODELS[model][0]) for model in OVIS}
+WRITERS |= {
+    "ovis1_6": functools.partial(write_ovis_tiles, tower="siglip"),
+    "ovis2": functools.partial(write_ovis_tiles, tower="aimv2"),
+}
 
 
 def requests(model: str):
@@ -387,6 +429,8 @@ def requests(model: str):
         for i, (h, w) in enumerate(sizes)
     ]
     batch = [Image.fromarray(photo(h, w, 20 + i)) for i, (h, w) in enumerate([(480, 640), (1080, 1920), (57, 29)])]
+    if model in OVIS_TILES:  # stock vLLM 0.34.0 fails on an Ovis prompt whose images' crop grids differ
+        batch = [Image.fromarray(photo(480, 640, 20 + i)) for i in range(3)]  # (a ragged placeholder tensor)
     if model not in ONE_IMAGE:
         out.append(("batch", " and ".join([placeholder] * 3) + " compare them", "image", batch, {}))
     if model in REQUEST_KWARGS:
@@ -501,6 +545,7 @@ def test_log_says_once_which_processor_serves_images(sides, model):
     on, off = sides
     architecture, _, upstream = MODELS[model]
     lines = [line for line in on["log"] if f"'{architecture}'" in line and "serves images" in line]
+    lines = [line for line in lines if f"transformers' {upstream}" in line]  # Ovis: two directories, two classes
     assert len(lines) == 1, on["log"]
     says = f"transformers' {upstream} runs with" if model in GENERIC else f"in place of transformers' {upstream}"
     assert says in lines[0], lines
