@@ -13,6 +13,7 @@ The filters "cv2_cubic" and "cv2_cubic_f32" are OpenCV's own algorithm whatever 
 interpolation=cv2.INTER_CUBIC) of the uint8 image, and of the image as float32 (resample_kernel.h).
 """
 
+import functools
 import mmap
 import threading
 from collections import OrderedDict
@@ -223,6 +224,13 @@ def _planned(in_size: int, out_size: int, resample: str, algorithm: str, device:
 
 def _nbytes(plan: torch.Tensor) -> int:
     return plan.numel() * plan.element_size()
+
+
+@functools.cache
+def identity_affine() -> tuple[torch.Tensor, torch.Tensor]:
+    """The weight and bias of x * 1 + 0: resize_into then writes the resized values themselves (Pillow's bytes,
+    OpenCV's floats), for callers that normalize afterwards in their model's own order of steps."""
+    return torch.ones(3), torch.zeros(3)
 
 
 def resize_into(

@@ -29,7 +29,6 @@ first call of each kind logs why.
 vllm and mistral_common are imported only inside `serve`.
 """
 
-import functools
 import importlib
 import inspect
 import logging
@@ -124,16 +123,11 @@ def _served(cls, encoder_module, signature, upstream, args: tuple, kwargs: dict)
     return BatchFeature({"images": processed}, tensor_type=return_tensors)
 
 
-@functools.cache
-def _identity() -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.ones(3), torch.zeros(3)
-
-
 def _transformed(pixels: torch.Tensor, size: tuple[int, int], mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
     """mistral_common's transform_image of a [3, H, W] uint8 image to `size` (h, w): cv2.resize of it as
     float32 (INTER_CUBIC), then / 255, - mean, / std, each rounded to float32 as NumPy rounds it."""
     out = torch.empty((1, 3, *size), dtype=torch.float32)
-    weight, bias = _identity()  # x * 1 + 0: the resized floats themselves
+    weight, bias = resize.identity_affine()  # x * 1 + 0: the resized floats themselves
     resize.resize_into(out, pixels[None], weight, bias, size, (0, 0, *size), "cv2_cubic_f32", "pil", _PLANS)
     out = out[0]
     out.div_(255.0)  # a float32 tensor by a Python float: float32 division, as np.divide(x, np.float32(255))

@@ -163,11 +163,6 @@ def _affine_constants() -> tuple[torch.Tensor, torch.Tensor]:
     return (1 / (255 * std)).float(), (-mean / std).float()
 
 
-@functools.cache
-def _identity() -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.ones(3), torch.zeros(3)
-
-
 def _resize_into(out, pixels, size, pad=(), patches=(), weights=None) -> None:
     weight, bias = weights if weights is not None else _affine_constants()
     crop = (0, 0, *size)
@@ -178,7 +173,7 @@ def _uint8(pixels: torch.Tensor, size: tuple[int, int], pad=()) -> torch.Tensor:
     """Pillow's bilinear resize of the uint8 image to `size` (h, w), or its placing on a black canvas."""
     shape = (1, 3, pad[0], pad[1]) if pad else (1, 3, *size)
     out = torch.empty(shape, dtype=torch.uint8)
-    _resize_into(out, pixels, size, pad=pad, weights=_identity())
+    _resize_into(out, pixels, size, pad=pad, weights=resize.identity_affine())
     return out
 
 

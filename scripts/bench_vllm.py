@@ -16,6 +16,7 @@ gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/te
 Step3VLImageProcessor, served in its class), kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
 KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too) and deepseek_v4 / deepseek_v41
 (tests/test_vllm_deepseek_v4.py: vLLM's own DeepseekV4VLImageProcessor, served in its class; bfloat16 patches),
+openvla (tests/test_vllm_openvla.py: vLLM's own OpenVLAImageProcessor, served in its class),
 mistral-small-3.1 / pixtral-12b (tests/test_vllm_mistral.py's Mistral-format directories: vLLM's
 MistralCommonImageProcessor around mistral_common's encoder, served by vllm_mistral; both sides with OpenCV's
 IPP off, the only setting it serves, and again with IPP on for stock as x86 runs it: the "ipp-on" rows), each
@@ -102,6 +103,9 @@ def models() -> dict:
 
     for name, write in deepseek_v4.WRITERS.items():
         table[name] = (write, deepseek_v4.PLACEHOLDER, None, False, [None])
+    import test_vllm_openvla as openvla  # vLLM's own OpenVLAImageProcessor (vllm_openvla); "<s>": after its BOS
+
+    table["openvla"] = (openvla.write_openvla, "<s>", None, False, [None])
     import test_vllm_mistral as mistral  # Mistral-format directories: mistral_common's encoder (vllm_mistral)
 
     for name in mistral.MODELS:
