@@ -20,6 +20,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_vllm_deepseek_ocr import assert_handed_back
 from test_vllm_families import TEXT, assert_same_tensors, dump, tokenizer, unwrapped
 from test_vllm_processor import both_sides, photo
 
@@ -204,43 +205,18 @@ def test_served_only_as_vllm_0_34_writes_it(monkeypatch):
 
 
 def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, caplog):
-    """A subclass, a mean that is not one grey and a 1 x 3000 image (Pillow pads it as a blank canvas): vLLM's
-    own outputs; an RGBA image: vLLM's own error (its Normalize of 4 channels); each reason logged once."""
-    import numpy as np
-    import torch
-    from PIL import Image
-
+    """A subclass, a mean that is not one grey, a blank-canvas image, an RGBA one: vLLM's code, logged once."""
     from fused_input_norm import vllm_deepseek_vl2
 
     module = importlib.import_module(MODULE)
     unwrapped(monkeypatch, module.DeepseekVLV2Processor, "tokenize_with_images")
-    rgb = Image.fromarray(photo(900, 700, 4))
-    rgba = Image.fromarray(np.full((900, 700, 4), 200, dtype=np.uint8))
     upstream = _processor()
 
     class Other(module.DeepseekVLV2Processor):
         pass
 
     others = [Other(upstream.tokenizer, CANDIDATES, 14, 2), _processor(image_mean=(0.5, 0.4, 0.3))]
-    line = Image.fromarray(photo(1, 3000, 5))
-    cases = [(others[0], rgb), (others[1], rgb), (upstream, line)]
-    expected = [p(text="<image> describe", images=[i]) for p, i in cases]
-    monkeypatch.setattr(
-        module.DeepseekVLV2Processor, "tokenize_with_images", module.DeepseekVLV2Processor.tokenize_with_images
-    )
-    vllm_deepseek_vl2.serve(logging.getLogger("test"))
-    assert hasattr(module.DeepseekVLV2Processor.tokenize_with_images, "fused_input_norm_wrapped")
-    with caplog.at_level(logging.INFO, logger="test"):
-        for _ in range(2):
-            for (p, image), want in zip(cases, expected, strict=True):
-                got = p(text="<image> describe", images=[image])
-                assert all(torch.equal(got[k], want[k]) for k in want), list(want)
-            with pytest.raises(RuntimeError, match="must match the size"):
-                upstream(text="<image> describe", images=[rgba])
-    reasons = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
-    assert len(reasons) == 4, reasons
-    assert "Other" in reasons[0] and "not one grey" in reasons[1] and "empty image" in reasons[2], reasons
-    assert "RGBA" in reasons[3], reasons
+    assert_handed_back(monkeypatch, caplog, vllm_deepseek_vl2.serve, upstream, others, "text")
 
 
 if __name__ == "__main__":
