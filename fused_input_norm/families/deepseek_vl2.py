@@ -16,8 +16,8 @@ import torch
 
 from ..checks import is_int
 from . import internvl_chat
-from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan
-from .deepseek_v4 import contained
+from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Plan
+from .deepseek_v4 import padded
 
 KIND = "deepseek_vl2"
 TYPES = ("DeepseekVLV2Processor",)  # no transformers class: vllm_deepseek_vl2 builds the config
@@ -69,17 +69,6 @@ def best_resolution(height: int, width: int, candidates) -> tuple[int, int]:
         if effective > kept or (effective == kept and w * h - effective < wasted):
             best, kept, wasted = (w, h), effective, w * h - effective
     return best
-
-
-def padded(i: int, height: int, width: int, canvas: tuple[int, int], fill: int, slots, where: str, **kw) -> Job:
-    """The job writing image i as Pillow's ImageOps.pad puts it on a canvas (height, width) of the fill byte:
-    the contain-fit resize, centered (Python's round of half the margin)."""
-    fitted = contained(height, width, *canvas)
-    if min(fitted) == 0:  # Pillow pads an empty image: a blank canvas, no resize
-        raise ValueError(f"{where}: image {i} ({height}x{width}) fits {canvas[0]}x{canvas[1]} as an empty image")
-    top, left = round((canvas[0] - fitted[0]) * 0.5), round((canvas[1] - fitted[1]) * 0.5)
-    pad = (*canvas, top, left, fill) if fitted != canvas else ()
-    return Job(i, fitted, (0, 0, *fitted), slots, pad=pad, **kw)
 
 
 def plan(s, shapes: list, where: str) -> Plan:
