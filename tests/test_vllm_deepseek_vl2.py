@@ -191,6 +191,18 @@ def test_plan_equals_vllms_views(monkeypatch, cropping):
     assert float((served["pixel_values"] - want).abs().max()) <= 1e-6
 
 
+def test_candidates_that_are_not_whole_tiles_are_refused():
+    """vLLM cuts a 384 x 500 local view into two rows, the second past the canvas (Pillow's crop fills it with
+    black), and counts the tokens of one: refused by name, so vllm_deepseek_vl2 hands such a processor back."""
+    import torch
+
+    from fused_input_norm import FusedImageProcessor
+
+    config = {"image_processor_type": "DeepseekVLV2Processor", "size": 384, "candidate_resolutions": [[384, 500]]}
+    with pytest.raises(ValueError, match=r"candidate_resolutions \[384, 500\] is not whole 384 x 384 tiles"):
+        FusedImageProcessor.from_preprocessor_config(config, device=torch.device("cpu"), reference="pil")
+
+
 def test_served_only_as_vllm_0_34_writes_it(monkeypatch):
     """A changed function: serve() wraps nothing and says which."""
     from fused_input_norm import vllm_deepseek_vl2
