@@ -60,18 +60,18 @@ SUBCLASSES = {
 IMAGE_CLASSES = (CLASS, *SUBCLASSES)
 
 
-class _Shape:
+class Shape:
     """An image's size alone: what vLLM's tokenize_with_images reads of an image to build the tokens (its
-    dynamic_preprocess resizes and crops one: nothing to compute)."""
+    dynamic_preprocess resizes and crops one, DeepSeek-VL2's pads and crops one: nothing to compute)."""
 
     def __init__(self, size: tuple[int, int]):
         self.size = size
 
-    def resize(self, size, *args, **kwargs) -> "_Shape":
-        return _Shape(tuple(size))
+    def resize(self, size, *args, **kwargs) -> "Shape":
+        return Shape(tuple(size))
 
-    def crop(self, box) -> "_Shape":
-        return _Shape((box[2] - box[0], box[3] - box[1]))
+    def crop(self, box) -> "Shape":
+        return Shape((box[2] - box[0], box[3] - box[1]))
 
 
 def serve(log: logging.Logger) -> str:
@@ -126,7 +126,7 @@ def _served(original, upstream, resize_first: dict, call: dict) -> tuple | str:
     stand_in = copy.copy(upstream)
     stand_in.image_transform = lambda image: torch.empty(0)
     stand_in._prepare_global_view = lambda image, cropping: image
-    shapes = [_Shape(image.size) for image in images]
+    shapes = [Shape(image.size) for image in images]
     ids, _, _, mask, spatial, counts, sizes = original(
         stand_in, call["conversation"], shapes, bos=call["bos"], eos=call["eos"], cropping=cropping
     )

@@ -20,7 +20,7 @@ where it is transformers'. The models whose vLLM processing builds its transform
 LLaVA-OneVision-2, BAGEL, GLM-4V-9B: BUILT_ELSEWHERE) are reached by wrapping their processing info class's
 get_hf_processor when vLLM imports their module. vLLM's own InternVL image processor (InternVLChatModel's, not transformers') is
 served by vllm_internvl, vLLM's own DeepSeek-OCR processor (DeepSeek-OCR, -2, Unlimited-OCR) by
-vllm_deepseek_ocr, Moondream 3's (Moondream3Processor) by vllm_moondream3, Step3-VL's (Step3VLImageProcessor) by
+vllm_deepseek_ocr, DeepSeek-VL2's (DeepseekVLV2Processor) by vllm_deepseek_vl2, Moondream 3's (Moondream3Processor) by vllm_moondream3, Step3-VL's (Step3VLImageProcessor) by
 vllm_step3, DeepSeek-V4 / V4.1's (DeepseekV4VLImageProcessor) by vllm_deepseek_v4, Mistral-format checkpoints'
 (MistralCommonImageProcessor around mistral_common's ImageEncoder) by vllm_mistral where OpenCV runs its own
 INTER_CUBIC, OpenVLA's (OpenVLAImageProcessor) by vllm_openvla, and Kimi-K2.5 / K3's (KimiK25FusedVisionProcessor) by vllm_kimi once vLLM has imported it (its
@@ -48,6 +48,7 @@ from . import (
     ops,
     vllm_deepseek_ocr,
     vllm_deepseek_v4,
+    vllm_deepseek_vl2,
     vllm_internvl,
     vllm_kimi,
     vllm_mistral,
@@ -130,6 +131,7 @@ def register_image_processor() -> None:
         return
     _say_once(("internvl",), "fused_input_norm: %s", vllm_internvl.serve(logger))
     _say_once(("deepseek_ocr",), "fused_input_norm: %s", vllm_deepseek_ocr.serve(logger))
+    _say_once(("deepseek_vl2",), "fused_input_norm: %s", vllm_deepseek_vl2.serve(logger))
     _say_once(("moondream3",), "fused_input_norm: %s", vllm_moondream3.serve(logger))
     _say_once(("step3",), "fused_input_norm: %s", vllm_step3.serve(logger))
     _say_once(("deepseek_v4",), "fused_input_norm: %s", vllm_deepseek_v4.serve(logger))

@@ -9,7 +9,8 @@ vLLM's own hashing of the image (its processor-cache key) is reported apart.
 (its tiny model directories: the architectures the plugin serves by their image processor, LLaVA-NeXT's
 llava_next and granite4_vision included) and of
 tests/test_vllm_deepseek_ocr.py (deepseek_ocr, deepseek_ocr2, unlimited_ocr, unlimited_ocr2: vLLM's own
-processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM's own InternVL-style processors:
+processor, served in its class) and deepseek_vl2 (tests/test_vllm_deepseek_vl2.py: vLLM's own
+DeepseekVLV2Processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM's own InternVL-style processors:
 h2ovl, nemotron_vl, nano_nemotron_vl) and of tests/test_vllm_moondream3.py (moondream3: vLLM's own
 Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), and gemma4 /
 gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py: vLLM's own
@@ -79,6 +80,9 @@ def models() -> dict:
         table[name] = (families.WRITERS[name], placeholder, normalize[0], name.startswith("internvl_chat"), [None])
     for name in deepseek_ocr.MODELS:  # vLLM's own DeepSeek-OCR processor (vllm_deepseek_ocr)
         table[name] = (lambda d, name=name: deepseek_ocr.write_model(d, name), "<image>", None, False, [None])
+    import test_vllm_deepseek_vl2 as deepseek_vl2  # vLLM's own DeepseekVLV2Processor (vllm_deepseek_vl2)
+
+    table["deepseek_vl2"] = (deepseek_vl2.write_model, "<image>", None, False, [None])
     import test_vllm_internvl_family as own  # vLLM's own InternVL-style processors, remote-code directories
 
     for name, (*_, normalize) in own.MODELS.items():

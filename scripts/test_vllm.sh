@@ -55,6 +55,7 @@ TESTS=(
   tests/test_vllm_gemma4.py         # Gemma 4, Gemma 4 Unified, DiffusionGemma images + videos by the gemma4 families (~95 s)
   tests/test_vllm_copies.py         # copies served by a family; processors vLLM builds elsewhere, GLM-4V-9B by the generic path, Ovis2.5/2.6 (~35-70 s)
   tests/test_vllm_deepseek_ocr.py   # vLLM's own DeepSeek-OCR processor: DeepSeek-OCR, -2, Unlimited-OCR (~110 s)
+  tests/test_vllm_deepseek_vl2.py   # vLLM's own DeepSeek-VL2 processor: deepseek-vl2-tiny / -small / deepseek-vl2 (~45 s)
   tests/test_vllm_internvl_family.py  # vLLM's own InternVL-style processors: H2OVL, Nemotron VL, Nano VL images+videos (~100 s of CPU)
   tests/test_vllm_moondream3.py     # vLLM's own Moondream 3 processor: HfMoondream, Moondream3ForCausalLM (~65 s)
   tests/test_vllm_step3.py          # vLLM's own Step3-VL processor: Step3-VL, StepVL, Step3p7, Step5 (~35-115 s)

@@ -166,40 +166,50 @@ def test_served_only_as_vllm_0_34_writes_it(monkeypatch):
 
 
 def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, caplog):
-    """A subclass it does not know, a mean that is not one grey and a 1 x 3000 image (Pillow pads it as a blank
-    canvas): vLLM's own outputs; an RGBA image: vLLM's own error (its Normalize of 4 channels); each reason
-    logged once."""
-    import numpy as np
-    import torch
-    from PIL import Image
-
+    """A subclass it does not know, a mean that is not one grey, a blank-canvas image, an RGBA one: vLLM's code."""
     from fused_input_norm import vllm_deepseek_ocr
 
     module = importlib.import_module(MODULE)
     unwrapped(monkeypatch, module.DeepseekOCRProcessor, "tokenize_with_images")
-    rgb = Image.fromarray(photo(900, 700, 4))
-    rgba = Image.fromarray(np.full((900, 700, 4), 200, dtype=np.uint8))
     upstream = _processor()
 
     class Other(module.DeepseekOCRProcessor):
         pass
 
     others = [Other(upstream.tokenizer), module.DeepseekOCRProcessor(upstream.tokenizer, image_mean=(0.5, 0.4, 0.3))]
+    assert_handed_back(monkeypatch, caplog, vllm_deepseek_ocr.serve, upstream, others, "prompt")
+
+
+def assert_handed_back(monkeypatch, caplog, serve, upstream, others: list, argument: str) -> None:
+    """What vllm_deepseek_ocr and vllm_deepseek_vl2 do not reproduce: `others` (an instance of a subclass and one
+    whose mean is not one grey) given an RGB image and `upstream` given a 1 x 3000 image (Pillow pads it as a
+    blank canvas) get vLLM's own outputs; an RGBA image, vLLM's own error (its Normalize of 4 channels); each
+    reason logged once. `serve` wraps type(upstream).tokenize_with_images, unwrapped here; `argument`: the
+    prompt's name in the processor's __call__."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    cls = type(upstream)
+    rgb = Image.fromarray(photo(900, 700, 4))
+    rgba = Image.fromarray(np.full((900, 700, 4), 200, dtype=np.uint8))
     line = Image.fromarray(photo(1, 3000, 5))
     cases = [(others[0], rgb), (others[1], rgb), (upstream, line)]
-    expected = [p(prompt="<image> describe", images=[i]) for p, i in cases]
-    monkeypatch.setattr(
-        module.DeepseekOCRProcessor, "tokenize_with_images", module.DeepseekOCRProcessor.tokenize_with_images
-    )
-    vllm_deepseek_ocr.serve(logging.getLogger("test"))
-    assert hasattr(module.DeepseekOCRProcessor.tokenize_with_images, "fused_input_norm_wrapped")
+
+    def call(processor, image):
+        return processor(**{argument: "<image> describe"}, images=[image])
+
+    expected = [call(p, i) for p, i in cases]
+    monkeypatch.setattr(cls, "tokenize_with_images", cls.tokenize_with_images)
+    serve(logging.getLogger("test"))
+    assert hasattr(cls.tokenize_with_images, "fused_input_norm_wrapped")
     with caplog.at_level(logging.INFO, logger="test"):
         for _ in range(2):
             for (p, image), want in zip(cases, expected, strict=True):
-                got = p(prompt="<image> describe", images=[image])
+                got = call(p, image)
                 assert all(torch.equal(got[k], want[k]) for k in want), list(want)
             with pytest.raises(RuntimeError, match="must match the size"):
-                upstream(prompt="<image> describe", images=[rgba])
+                call(upstream, rgba)
     reasons = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
     assert len(reasons) == 4, reasons
     assert "Other" in reasons[0] and "not one grey" in reasons[1] and "empty image" in reasons[2], reasons

@@ -17,6 +17,7 @@ import torch
 from ..checks import positive_int
 from . import got_ocr2, internvl_chat
 from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, Stage, side
+from .deepseek_v4 import padded
 
 KIND = "deepseek_ocr"
 TYPES = ("DeepseekOCRProcessor",)
@@ -56,16 +57,6 @@ def settings(config: Mapping, get, where: str) -> dict:
     return {"size": {"height": tile, "width": tile}, "options": {**options, "fill": fill, "view": get("view")}}
 
 
-def contained(height: int, width: int, side_: int) -> tuple[int, int]:
-    """(height, width) of Pillow's ImageOps.contain to a side_ x side_ square: the long side to side_, the other
-    as Pillow rounds it (Python's round of its float expression)."""
-    if width / height > 1:
-        return round(height / width * side_), side_
-    if width / height < 1:
-        return side_, round(width / height * side_)
-    return side_, side_
-
-
 def tile_grid(height: int, width: int, tile: int, cropping: bool, max_crops: int) -> tuple[int, int]:
     """(columns, rows): 1 x 1 (no tiles) unless crop mode is on and the image exceeds a tile on some side; then
     the grid of 2..max_crops tiles vLLM's dynamic_preprocess picks (InternVL's rule, which it copies)."""
@@ -92,10 +83,5 @@ def plan(s, shapes: list, where: str) -> Plan:
             stages.append(Stage(i, (tile, tile)))
             jobs.append(Job(len(shapes) + len(stages) - 1, (base, base), (0, 0, base, base), (i, i + 1)))
             continue
-        fitted = contained(height, width, base)
-        if min(fitted) == 0:  # Pillow pads an empty image: a blank canvas, no resize
-            raise ValueError(f"{where}: image {i} ({height}x{width}) fits {base}x{base} as an empty image")
-        top, left = round((base - fitted[0]) * 0.5), round((base - fitted[1]) * 0.5)
-        pad = (base, base, top, left, o["fill"]) if fitted != (base, base) else ()
-        jobs.append(Job(i, fitted, (0, 0, *fitted), (i, i + 1), pad=pad))
+        jobs.append(padded(i, height, width, (base, base), o["fill"], (i, i + 1), where))
     return Plan((len(shapes), s.normalization.channel, base, base), jobs, stages=stages)

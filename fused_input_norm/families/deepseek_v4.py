@@ -146,6 +146,18 @@ def contained(height: int, width: int, box_h: int, box_w: int) -> tuple[int, int
     return box_h, box_w
 
 
+def padded(i: int, height: int, width: int, canvas: tuple[int, int], fill, slots, where: str, **kw) -> Job:
+    """The job writing image i as Pillow's ImageOps.pad puts it on a canvas (height, width) of the fill byte:
+    the contain-fit resize, centered (Python's round of half the margin); DeepSeek-OCR's and DeepSeek-VL2's
+    plans share it. `kw`: the rest of the Job (patches)."""
+    fitted = contained(height, width, *canvas)
+    if min(fitted) == 0:  # Pillow pads an empty image: a blank canvas, no resize
+        raise ValueError(f"{where}: image {i} ({height}x{width}) fits {canvas[0]}x{canvas[1]} as an empty image")
+    top, left = round((canvas[0] - fitted[0]) * 0.5), round((canvas[1] - fitted[1]) * 0.5)
+    pad = (*canvas, top, left, fill) if fitted != canvas else ()
+    return Job(i, fitted, (0, 0, *fitted), slots, pad=pad, **kw)
+
+
 def plan(s, shapes: list, where: str) -> Plan:
     patch, o = s.size["height"], s.options
     cap = o["max_wh_ratio"]
@@ -159,12 +171,7 @@ def plan(s, shapes: list, where: str) -> Plan:
         if cap is not None and width >= cap * height:  # vLLM's image.resize(best): stretched, no canvas
             jobs.append(Job(i, best, (0, 0, *best), (start, start + rows), patches=(1, patch, 1)))
         else:
-            fitted = contained(height, width, *best)
-            if min(fitted) == 0:  # Pillow pads an empty image: a blank canvas, no resize
-                raise ValueError(f"{where}: image {i} ({height}x{width}) fits {best[0]}x{best[1]} as an empty image")
-            top, left = round((best[0] - fitted[0]) * 0.5), round((best[1] - fitted[1]) * 0.5)
-            pad = (*best, top, left, FILL) if fitted != best else ()
-            jobs.append(Job(i, fitted, (0, 0, *fitted), (start, start + rows), patches=(1, patch, 1), pad=pad))
+            jobs.append(padded(i, height, width, best, FILL, (start, start + rows), where, patches=(1, patch, 1)))
         vit.append(grid)
         llm.append(llm_grid(*best, patch, o["downsample_ratio"]))
         start += rows
