@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_vllm_deepseek_ocr import assert_handed_back
-from test_vllm_families import TEXT, assert_same_tensors, dump, tokenizer, unwrapped
+from test_vllm_families import TEXT, assert_same_tensors, dump, one_side, tokenizer, unwrapped
 from test_vllm_processor import both_sides, photo
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -102,22 +102,11 @@ def requests():
 def worker(root: str, out_path: str) -> None:
     """One side: every request; the results to `out_path`."""
     import torch
-    from test_vllm_families import outputs
-    from vllm.config import ModelConfig
-    from vllm.multimodal import MULTIMODAL_REGISTRY
-    from vllm.plugins import load_general_plugins
 
-    torch.set_num_threads(1)
-    logging.basicConfig(level=logging.INFO)  # as a server shows vLLM's INFO lines
-    load_general_plugins()
-    path = os.path.join(root, "deepseek_vl2")
-    processor = MULTIMODAL_REGISTRY.create_processor(ModelConfig(model=path, tokenizer=path, dtype="float32", seed=0))
-    results = {"class": type(processor.info.get_hf_processor()).__name__}
+    processor, results = one_side(os.path.join(root, "deepseek_vl2"), requests())
+    results["class"] = type(processor.info.get_hf_processor()).__name__
     wrapped = importlib.import_module(MODULE).DeepseekVLV2Processor.tokenize_with_images
     results["served"] = hasattr(wrapped, "fused_input_norm_wrapped")
-    for name, prompt, images in requests():
-        out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs={})
-        results[name] = outputs(out, "image")
     torch.save(results, out_path)
 
 

@@ -694,6 +694,27 @@ def create_processor(path: str, device_normalize: bool | None, trust_remote_code
     return MULTIMODAL_REGISTRY.create_processor(config)
 
 
+def one_side(path: str, requests: list) -> tuple:
+    """A worker's side as a server sets it up (1 torch thread, vLLM's INFO lines logged, the general plugins
+    loaded: this plugin where FUSED_INPUT_NORM_VLLM_PROCESSOR says so): vLLM's processor for the model directory
+    `path`, and each (name, prompt, images[, mm_processor_kwargs]) request's `outputs` through apply(), by
+    name."""
+    import logging
+
+    import torch
+    from vllm.plugins import load_general_plugins
+
+    torch.set_num_threads(1)
+    logging.basicConfig(level=logging.INFO)
+    load_general_plugins()
+    processor = create_processor(path, None, False)
+    results = {}
+    for name, prompt, images, *kwargs in requests:
+        data = processor.info.parse_mm_data({"image": images})
+        results[name] = outputs(processor(prompt, data, hf_processor_mm_kwargs=kwargs[0] if kwargs else {}), "image")
+    return processor, results
+
+
 def outputs(out, modality: str) -> dict:
     """What apply() returned that is compared: tokens, placeholders, hashes, every tensor of every item."""
     import torch

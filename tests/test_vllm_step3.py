@@ -17,7 +17,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import HAS_VLLM, TEXT, assert_same_tensors, dump, outputs, tokenizer, unwrapped
+from test_vllm_families import HAS_VLLM, TEXT, assert_same_tensors, dump, one_side, tokenizer, unwrapped
 from test_vllm_processor import both_sides, class_name, photo
 
 pytestmark = pytest.mark.skipif(
@@ -85,23 +85,11 @@ def requests():
 def worker(root: str, out_path: str) -> None:
     """One side: every request through apply(); the results to `out_path`."""
     import torch
-    from vllm.config import ModelConfig
-    from vllm.multimodal import MULTIMODAL_REGISTRY
-    from vllm.plugins import load_general_plugins
 
-    torch.set_num_threads(1)
-    logging.basicConfig(level=logging.INFO)  # as a server shows vLLM's INFO lines
-    load_general_plugins()
-    path = os.path.join(root, "step3_vl")
-    processor = MULTIMODAL_REGISTRY.create_processor(ModelConfig(model=path, tokenizer=path, dtype="float32", seed=0))
+    processor, results = one_side(os.path.join(root, "step3_vl"), requests())
     image_processor = processor.info.get_hf_processor().image_processor
-    results = {
-        "class": class_name(image_processor),
-        "served": hasattr(type(image_processor).__call__, "fused_input_norm_wrapped"),
-    }
-    for name, prompt, images, kwargs in requests():
-        out = processor(prompt, processor.info.parse_mm_data({"image": images}), hf_processor_mm_kwargs=kwargs)
-        results[name] = outputs(out, "image")
+    results["class"] = class_name(image_processor)
+    results["served"] = hasattr(type(image_processor).__call__, "fused_input_norm_wrapped")
     torch.save(results, out_path)
 
 
