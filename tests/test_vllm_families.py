@@ -694,11 +694,12 @@ def create_processor(path: str, device_normalize: bool | None, trust_remote_code
     return MULTIMODAL_REGISTRY.create_processor(config)
 
 
-def one_side(path: str, requests: list) -> tuple:
+def one_side(path: str, requests: list, method: str = "__call__") -> dict:
     """A worker's side as a server sets it up (1 torch thread, vLLM's INFO lines logged, the general plugins
-    loaded: this plugin where FUSED_INPUT_NORM_VLLM_PROCESSOR says so): vLLM's processor for the model directory
-    `path`, and each (name, prompt, images[, mm_processor_kwargs]) request's `outputs` through apply(), by
-    name."""
+    loaded: this plugin where FUSED_INPUT_NORM_VLLM_PROCESSOR says so), for vLLM's processor of the model
+    directory `path`: each (name, prompt, images[, mm_processor_kwargs]) request's `outputs` through apply(), by
+    name; "class", the image processor's (the processor's where it holds none); "served", whether that class's
+    `method` is wrapped by a vllm_* module."""
     import logging
 
     import torch
@@ -708,11 +709,16 @@ def one_side(path: str, requests: list) -> tuple:
     logging.basicConfig(level=logging.INFO)
     load_general_plugins()
     processor = create_processor(path, None, False)
-    results = {}
+    hf_processor = processor.info.get_hf_processor()
+    image_processor = getattr(hf_processor, "image_processor", hf_processor)
+    results = {
+        "class": class_name(image_processor),
+        "served": hasattr(getattr(type(image_processor), method), "fused_input_norm_wrapped"),
+    }
     for name, prompt, images, *kwargs in requests:
         data = processor.info.parse_mm_data({"image": images})
         results[name] = outputs(processor(prompt, data, hf_processor_mm_kwargs=kwargs[0] if kwargs else {}), "image")
-    return processor, results
+    return results
 
 
 def outputs(out, modality: str) -> dict:
