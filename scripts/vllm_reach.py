@@ -419,12 +419,27 @@ def built_elsewhere() -> set[str]:
 def elsewhere_tested() -> set[str]:
     """The architectures tests/test_vllm_copies.py runs through vLLM plugin on vs off (those of BUILT_ELSEWHERE
     among them count as served)."""
+    return {architecture for architecture, *_ in _copies_test().MODELS.values()}
+
+
+def generic_copies() -> dict[str, dict[str, str]]:
+    """The architectures whose vLLM-defined image processor (on a transformers backend, no family) the generic path
+    serves in tests/test_vllm_copies.py (its GENERIC) -> {"module": the class's module, "videos": why their videos
+    are not served ("" where they are not vLLM's own class either)}."""
+    tested = _copies_test()
+    return {
+        tested.MODELS[model][0]: {"module": module, "videos": tested.VIDEO_UNSERVED.get(model, "")}
+        for model, module in tested.GENERIC.items()
+    }
+
+
+def _copies_test():
     sys.path.insert(0, str(TESTS))
     try:
         import test_vllm_copies as tested
     finally:
         sys.path.remove(str(TESTS))
-    return {architecture for architecture, *_ in tested.MODELS.values()}
+    return tested
 
 
 def _generic(cls: str, module: str = "transformers") -> bool:
@@ -456,9 +471,14 @@ def _medium(
     if kind == "vllm":
         if cls in served_in_place:
             return served_in_place[cls], ""
-        if model["module"] in built_elsewhere() and _generic(cls, model["module"]):
-            if model["architecture"] in elsewhere_tested():
+        tested = generic_copies().get(model["architecture"])
+        reached = model["hook"] is not False or model["module"] in built_elsewhere()
+        if tested is not None and reached and _generic(cls, tested["module"]):
+            if not video:
                 return "generic", ""
+            if tested["videos"]:
+                return "vLLM", f"vLLM's own processor ({cls}); the generic path stands in, but {tested['videos']}"
+        if model["module"] in built_elsewhere() and _generic(cls, model["module"]):
             return (
                 "vLLM",
                 f"vLLM's own processor ({cls}); the generic path stands in (BUILT_ELSEWHERE), with no vLLM test",

@@ -10,7 +10,9 @@ image and once per video frame at its own smart_resize size: the siglip family's
 Ovis1.6 / Ovis2 (Ovis: vLLM's own OvisProcessor calling the checkpoint's SiglipImageProcessor or, Ovis2's,
 CLIPImageProcessor with a 448 center crop that pads the crops it resizes smaller: the siglip and clip families)
 and LFM3-VL (vLLM's own Lfm3VlProcessor, a Qwen3VLProcessor loading transformers' Qwen2VLImageProcessor: its
-images; its videos are not compared, see VIDEOS).
+images; its videos are not compared, see VIDEOS) and MiniMax-M3 (vLLM's own MiniMaxVLProcessor holding vLLM's
+MiniMaxM3VLImageProcessor, a TorchvisionBackend no family reproduces: the generic path's images; its video
+processor resizes float32 frames, which the generic path hands back: VIDEO_UNSERVED).
 Each side runs in its own process, as a server would (`bash scripts/test_vllm.sh`).
 
 Tiny model directories (no weights): config.json from the config classes (vLLM's BagelConfig; OpenCUA's
@@ -78,15 +80,23 @@ MODELS = {
         "<|vision_start|><|image_pad|><|vision_end|>",
         "Qwen2VLImageProcessor",
     ),
+    "minimax_m3": ("MiniMaxM3SparseForConditionalGeneration", "]<]image[>[", "MiniMaxM3VLImageProcessor"),
 }
 OVIS = ("ovis2_5", "ovis2_6", "ovis2_6_moe")  # vLLM's Ovis2_5Processor
 OVIS_TILES = ("ovis1_6", "ovis2")  # vLLM's OvisProcessor (Ovis1.6, Ovis2): a grid of crops plus the whole image
 # The models whose image processor no family reproduces, served by the generic path: model -> its class's module.
-GENERIC = {"glm4v_9b": "vllm.transformers_utils.processors.glm4v"}
+GENERIC = {
+    "glm4v_9b": "vllm.transformers_utils.processors.glm4v",
+    "minimax_m3": "vllm.transformers_utils.processors.minimax_m3",
+}
+# The generic models whose videos it does not serve, and why (the row says so: scripts/vllm_reach.py).
+VIDEO_UNSERVED = {
+    "minimax_m3": "MiniMaxM3VLVideoProcessor resizes float32 frames, which the generic path's uint8 resize hands back"
+}
 # The models vLLM takes one image a prompt of (no batch), and the sizes they get: 1080p and a tiny odd one.
 ONE_IMAGE = {"glm4v_9b": [(1080, 1920), (57, 29)]}
 # How the log names nearest resampling where the generic path hands it back (its resize's reason).
-NEAREST_SAYS = {"glm4v_9b": "resize: resample=0 "}
+NEAREST_SAYS = {"glm4v_9b": "resize: resample=0 ", "minimax_m3": "resize: resample=0 "}
 # What vLLM's ChatGLM model tells users to pass where the checkpoint names its text-only architecture
 # (ChatGLMModel), as zai-org/glm-4v-9b does.
 HF_OVERRIDES = {"glm4v_9b": {"architectures": ["GLM4VForCausalLM"]}}
@@ -445,6 +455,31 @@ def write_lfm3_vl(path: str) -> None:
     dump(path, "video_preprocessor_config.json", common | videos | {"fps": 2, "min_frames": 4, "max_frames": 768})
 
 
+MINIMAX_TOKENS = ["]<]image[>[", "]<]video[>[", "]<]start of image[>[", "]<]end of image[>["]
+
+
+def write_minimax_m3(path: str) -> None:
+    """A MiniMax-M3 directory: transformers' own MiniMaxM3VLConfig (config.json, no remote code) at tiny sizes;
+    vLLM builds its own MiniMaxVLProcessor from it, which loads vLLM's MiniMaxM3VLImageProcessor and
+    MiniMaxM3VLVideoProcessor (transformers' TorchvisionBackend and video backend, no family: the generic path)
+    from preprocessor_config.json / video_preprocessor_config.json: their class defaults here, as the
+    checkpoint's own are not readable offline."""
+    from transformers import MiniMaxM3VLConfig
+
+    os.makedirs(path, exist_ok=True)
+    vocab = tokenizer(path, ["<s>", "</s>", *MINIMAX_TOKENS], "<s>", "</s>")
+    text = TEXT | {"head_dim": 16, "max_position_embeddings": 32768, "bos_token_id": vocab["<s>"]}
+    text["eos_token_id"] = vocab["</s>"]
+    vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
+    tokens = {"image_token_index": vocab[MINIMAX_TOKENS[0]], "video_token_index": vocab[MINIMAX_TOKENS[1]]}
+    config = MiniMaxM3VLConfig(text_config=text, vision_config=vision, projector_hidden_size=32, **tokens)
+    config.architectures = ["MiniMaxM3SparseForConditionalGeneration"]
+    config.save_pretrained(path)
+    processor = {"processor_class": "MiniMaxVLProcessor"}
+    dump(path, "preprocessor_config.json", processor | {"image_processor_type": "MiniMaxM3VLImageProcessor"})
+    dump(path, "video_preprocessor_config.json", processor | {"video_processor_type": "MiniMaxM3VLVideoProcessor"})
+
+
 WRITERS = {
     "cohere_compass": write_cohere_compass,
     "glm_ocr": write_glm_ocr,
@@ -453,6 +488,7 @@ WRITERS = {
     "bagel": write_bagel,
     "glm4v_9b": write_glm4v_9b,
     "lfm3_vl": write_lfm3_vl,
+    "minimax_m3": write_minimax_m3,
 } | {model: functools.partial(write_ovis, architecture=MODELS[model][0]) for model in OVIS}
 WRITERS |= {
     "ovis1_6": functools.partial(write_ovis_tiles, tower="siglip"),

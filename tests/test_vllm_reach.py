@@ -130,7 +130,8 @@ def test_every_served_row_names_a_family_with_its_vllm_on_off_test(rows, reach):
 def test_generic_rows_are_the_architectures_it_tests(rows):
     """A row's images (videos) are "generic" exactly where tests/test_vllm_generic.py compares that architecture's
     images (videos) in vLLM, plugin on vs off, and the generic path's resize runs there (not UNSERVED /
-    VIDEO_UNSERVED), or where tests/test_vllm_copies.py does so for a vLLM-defined class (its GENERIC: GLM-4V-9B);
+    VIDEO_UNSERVED), or where tests/test_vllm_copies.py does so for a vLLM-defined class (its GENERIC: GLM-4V-9B,
+    MiniMax-M3's images; MiniMax-M3's videos, its VIDEO_UNSERVED, are not served and say why);
     those test_vllm_generic lists as UNSERVED, or whose videos it does not compare, are not served and say why."""
     import test_vllm_copies
     import test_vllm_generic as tested
@@ -138,7 +139,7 @@ def test_generic_rows_are_the_architectures_it_tests(rows):
     by_arch = {r["architecture"]: r for r in rows}
     generic = {medium: {r["architecture"] for r in rows if r[medium] == "generic"} for medium in ("images", "videos")}
     copies = {test_vllm_copies.MODELS[model][0] for model in test_vllm_copies.GENERIC}
-    assert copies == {"GLM4VForCausalLM"}, copies
+    assert copies == {"GLM4VForCausalLM", "MiniMaxM3SparseForConditionalGeneration"}, copies
     assert generic["images"] == copies | {
         spec["arch"] for model, spec in tested.MODELS.items() if tested.generic_serves(model)
     }
@@ -148,6 +149,9 @@ def test_generic_rows_are_the_architectures_it_tests(rows):
         r = by_arch[tested.MODELS[model]["arch"]]
         if not tested.family_of(model):  # (a family serves it once one lands: its row says so)
             assert r["images"] == "transformers" and "its resize never runs" in r["why"], r
+    for model, why in test_vllm_copies.VIDEO_UNSERVED.items():
+        r = by_arch[test_vllm_copies.MODELS[model][0]]
+        assert (r["images"], r["videos"], r["status"]) == ("generic", "vLLM", "partly") and why in r["why"], r
     for model, why in tested.NO_VIDEOS.items():
         r = by_arch[tested.MODELS[model]["arch"]]
         if tested.family_of(model) or tested.family_of(model, video=True):
@@ -245,7 +249,7 @@ def test_a_vllm_class_on_a_transformers_backend_is_generic_only_with_its_vllm_te
 
     glm4v = reach.row("GLM4VForCausalLM", *registry._MULTIMODAL_MODELS["GLM4VForCausalLM"], {})
     assert (glm4v["images"], glm4v["built"], glm4v["status"]) == ("generic", "elsewhere", "served"), glm4v
-    monkeypatch.setattr(reach, "elsewhere_tested", set)
+    monkeypatch.setattr(reach, "generic_copies", dict)
     untested = reach.row("GLM4VForCausalLM", *registry._MULTIMODAL_MODELS["GLM4VForCausalLM"], {})
     assert (untested["images"], untested["status"]) == ("vLLM", "not"), untested
     assert "the generic path stands in (BUILT_ELSEWHERE), with no vLLM test" in untested["why"], untested
