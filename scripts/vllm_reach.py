@@ -433,6 +433,13 @@ def generic_copies() -> dict[str, dict[str, str]]:
     }
 
 
+def uncompared_videos() -> dict[str, str]:
+    """The architectures whose videos the plugin serves by a family but tests/test_vllm_copies.py does not compare
+    (its NO_VIDEOS) -> why: their rows are "partly"."""
+    tested = _copies_test()
+    return {tested.MODELS[model][0]: why for model, why in tested.NO_VIDEOS.items()}
+
+
 def _copies_test():
     sys.path.insert(0, str(TESTS))
     try:
@@ -520,16 +527,6 @@ def _medium(
     return family, ""
 
 
-# (architecture, modality) -> why its vLLM on-vs-off test does not compare it, where the plugin replaces the
-# processor (a family's) but no test shows the result equal: the row is then "partly".
-NOT_COMPARED = {
-    ("Lfm3VlForConditionalGeneration", "videos"): (
-        "Qwen3VLVideoProcessor (qwen3_vl) is replaced, but not compared: stock vLLM 0.34.0 fails on a video "
-        "request in tests/test_vllm_copies.py's LFM3-VL directory (Found 0 video placeholders)"
-    ),
-}
-
-
 def row(
     arch: str, module: str, cls: str, served_in_place: Mapping[str, Mapping[str, str]], generic: Mapping | None = None
 ) -> dict:
@@ -557,7 +554,8 @@ def row(
             entry[medium] = "-"
             continue
         server, why = _medium(name, video, model, served_in_place.get(medium, {}), generic[medium])
-        why = why or NOT_COMPARED.get((arch, medium), "")
+        if video and not why:  # served, but its vLLM test compares no video: partly
+            why = uncompared_videos().get(arch, "")
         entry[medium] = server
         if why:
             whys.append(f"{medium}: {why}")
