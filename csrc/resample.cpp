@@ -18,8 +18,11 @@ ResampleFilter parse_filter(const char* op, const std::string& filter) {
   if (filter == "lanczos") return ResampleFilter::kLanczos;
   if (filter == "cv2_cubic") return ResampleFilter::kCv2Cubic;
   if (filter == "cv2_cubic_f32") return ResampleFilter::kCv2CubicFloat;
+  if (filter == "bilinear_no_antialias") return ResampleFilter::kBilinearNoAntialias;
   fail(ArgError::kValue, op,
-       ": resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic' or 'cv2_cubic_f32', got '", filter, "'");
+       ": resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32' or 'bilinear_no_antialias', "
+       "got '",
+       filter, "'");
 }
 
 // A plan tensor for one axis: int32, 1-D, contiguous, on input's device, sized for (in_size, out_size,

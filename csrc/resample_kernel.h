@@ -20,7 +20,18 @@ namespace fused_input_norm {
 
 // kCv2Cubic / kCv2CubicFloat: OpenCV's cv2.resize(..., INTER_CUBIC) of the uint8 image, and of the image
 // converted to float32 (Mistral's ImageEncoder): see "OpenCV's INTER_CUBIC" below.
-enum class ResampleFilter : int32_t { kBilinear = 0, kBicubic = 1, kLanczos = 2, kCv2Cubic = 3, kCv2CubicFloat = 4 };
+// kBilinearNoAntialias: torch's F.interpolate(mode="bilinear", antialias=False, align_corners=False) of a CPU
+// uint8 tensor with up to 4 channels where torch runs its AVX2 kernel (x86): the antialiased kernel's windows
+// and int16 coefficients, except that the triangle is never widened on downscale (2 taps per output index).
+// Whatever the reference, like the cv2 filters.
+enum class ResampleFilter : int32_t {
+  kBilinear = 0,
+  kBicubic = 1,
+  kLanczos = 2,
+  kCv2Cubic = 3,
+  kCv2CubicFloat = 4,
+  kBilinearNoAntialias = 5
+};
 
 FIN_HOST_DEVICE bool is_cv2(ResampleFilter filter) {
   return filter == ResampleFilter::kCv2Cubic || filter == ResampleFilter::kCv2CubicFloat;
@@ -303,7 +314,8 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_cv2_plan(int64_t in_siz
 
 // The filter's support at scale 1 (the references' support constants).
 inline double filter_support(ResampleFilter filter) {
-  return filter == ResampleFilter::kBilinear ? 1.0 : filter == ResampleFilter::kBicubic ? 2.0 : 3.0;
+  if (filter == ResampleFilter::kBilinear || filter == ResampleFilter::kBilinearNoAntialias) return 1.0;
+  return filter == ResampleFilter::kBicubic ? 2.0 : 3.0;
 }
 
 // The geometry of one axis resampled from in_size to out_size (both >= 1), and the window of input
@@ -320,7 +332,8 @@ FIN_NO_FP_CONTRACT_ATTR inline ResampleGeometry resample_geometry(int64_t in_siz
   // double for any size below 2^24.
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   if (is_cv2(filter)) return {scale, 2.0, 1.0, cv2_cubic::kTaps};  // 4 taps at any scale; support unused
-  const double filterscale = scale < 1.0 ? 1.0 : scale;
+  // Antialiasing widens the filter by the downscale factor; without it the filter keeps its own support.
+  const double filterscale = scale < 1.0 || filter == ResampleFilter::kBilinearNoAntialias ? 1.0 : scale;
   const double support = filter_support(filter) * filterscale;
   return {scale, support, 1.0 / filterscale, static_cast<int>(std::ceil(support)) * 2 + 1};
 }
@@ -347,7 +360,7 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_resample_plan(int64_t i
                                                                        ResampleReference reference) {
   FIN_NO_FP_CONTRACT
   if (is_cv2(filter)) return make_cv2_plan(in_size, out_size, filter == ResampleFilter::kCv2Cubic);
-  const bool torch_ref = reference == ResampleReference::kTorchvision;
+  const bool torch_ref = reference == ResampleReference::kTorchvision || filter == ResampleFilter::kBilinearNoAntialias;
   double (*fn)(double) = resample_filters::triangle;
   if (filter == ResampleFilter::kBicubic) fn = torch_ref ? resample_filters::torch_cubic : resample_filters::pil_cubic;
   if (filter == ResampleFilter::kLanczos) {

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from .checks import (
     CV2_FILTERS,
+    FILTER_ERROR,
     INPUT_DTYPES,
     OUTPUT_DTYPES,
     RESAMPLE_FILTERS,
@@ -262,13 +263,11 @@ def _resample_plan_fake(in_size, out_size, resample="bicubic", reference="pil"):
     if reference not in ("pil", "torchvision"):
         raise ValueError(f"{_PLAN_OP}: reference must be 'pil' or 'torchvision', got '{reference}'")
     if resample not in RESAMPLE_FILTERS:
-        raise ValueError(
-            f"{_PLAN_OP}: resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic' or 'cv2_cubic_f32', got '{resample}'"
-        )
+        raise ValueError(f"{_PLAN_OP}: {FILTER_ERROR}, got '{resample}'")
     return torch.empty(_plan_numel(in_size, out_size, resample), dtype=torch.int32, device="cpu")
 
 
-_FILTER_SUPPORT = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}  # resample_kernel.h's filter_support
+_FILTER_SUPPORT = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0, "bilinear_no_antialias": 1.0}  # filter_support
 
 
 def _plan_numel(in_size: int, out_size: int, resample: str) -> int:
@@ -276,7 +275,7 @@ def _plan_numel(in_size: int, out_size: int, resample: str) -> int:
     if resample in CV2_FILTERS:
         return 4 + out_size * (2 + 4)  # OpenCV's cubic: 4 taps at any scale
     scale = in_size / out_size
-    support = _FILTER_SUPPORT[resample] * max(scale, 1.0)
+    support = _FILTER_SUPPORT[resample] * (1.0 if resample == "bilinear_no_antialias" else max(scale, 1.0))
     return 4 + out_size * (2 + math.ceil(support) * 2 + 1)
 
 
@@ -297,9 +296,7 @@ def _resize_affine_out_fake(
         raise ValueError(f"{_RESIZE_OP}: input must have H, W >= 1, got shape {list(input.shape)}")
     _check_args("resize_affine_out", input, weight, bias, 1)
     if resample not in RESAMPLE_FILTERS:
-        raise ValueError(
-            f"{_RESIZE_OP}: resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic' or 'cv2_cubic_f32', got '{resample}'"
-        )
+        raise ValueError(f"{_RESIZE_OP}: {FILTER_ERROR}, got '{resample}'")
     if len(size) != 2 or size[0] < 1 or size[1] < 1:
         raise ValueError(f"{_RESIZE_OP}: size must be (height, width) >= 1, got {list(size)}")
     if max(in_h, in_w, *size) >= MAX_SIDE:

@@ -10,7 +10,9 @@ Two references, both integer algorithms that the kernels reproduce bit for bit (
   "torchvision"  torchvision.transforms.v2.functional.resize(..., antialias=True) of a CPU uint8 tensor,
                  i.e. torch's uint8 kernel: what transformers 5's default processors produce on the CPU.
 The filters "cv2_cubic" and "cv2_cubic_f32" are OpenCV's own algorithm whatever the reference: cv2.resize(...,
-interpolation=cv2.INTER_CUBIC) of the uint8 image, and of the image as float32 (resample_kernel.h).
+interpolation=cv2.INTER_CUBIC) of the uint8 image, and of the image as float32 (resample_kernel.h). The filter
+"bilinear_no_antialias" is torch's whatever the reference: F.interpolate(mode="bilinear", antialias=False) of a
+uint8 CPU tensor, bit for bit where torch runs its AVX2 kernel (x86; `torch_uint8_kernel` says whether it does).
 """
 
 import functools
@@ -24,7 +26,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from . import ops
-from .checks import CV2_FILTERS, RESAMPLE_FILTERS, check_ints
+from .checks import CV2_FILTERS, OWN_ORDER_FILTERS, RESAMPLE_FILTERS, check_ints
 
 REFERENCES = ("pil", "pil-13", "pil-12.2", "pil-12.1", "torchvision")
 _NEWEST_PIL_RULE = "13"
@@ -55,6 +57,13 @@ def vertical_first(rule: str | None, in_h: int, in_w: int, out_h: int, out_w: in
     if rule == "12.2":
         return out_h < in_h and in_h > 100 * in_w
     return False
+
+
+def torch_uint8_kernel() -> bool:
+    """Whether torch resizes uint8 CPU tensors with its AVX2 kernel (the integer algorithm "bilinear_no_antialias"
+    reproduces): torch dispatches to it at capability AVX2 and above; elsewhere (aarch64, ATEN_CPU_CAPABILITY=default)
+    its antialias=False uint8 resize is a float computation, which no filter here reproduces."""
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
 
 
 def check_reference(where: str, reference: object) -> None:
@@ -260,7 +269,7 @@ def resize_into(
     always = cv2 and (in_h, in_w) != (out_h, out_w)
     row_plan = plans.get(in_h, out_h, resample, reference, device, always=always)
     col_plan = plans.get(in_w, out_w, resample, reference, device, always=always)
-    first = not cv2 and vertical_first(pil_rule(reference), in_h, in_w, out_h, out_w)
+    first = resample not in OWN_ORDER_FILTERS and vertical_first(pil_rule(reference), in_h, in_w, out_h, out_w)
     ops.resize_affine_out(
         out, images, weight, bias, row_plan, col_plan, size, crop, resample, first, patches, clip, pad
     )

@@ -23,7 +23,8 @@ served by vllm_internvl, vLLM's own DeepSeek-OCR processor (DeepSeek-OCR, -2, Un
 vllm_deepseek_ocr, DeepSeek-VL2's (DeepseekVLV2Processor) by vllm_deepseek_vl2, Moondream 3's (Moondream3Processor) by vllm_moondream3, Step3-VL's (Step3VLImageProcessor) by
 vllm_step3, DeepSeek-V4 / V4.1's (DeepseekV4VLImageProcessor) by vllm_deepseek_v4, Mistral-format checkpoints'
 (MistralCommonImageProcessor around mistral_common's ImageEncoder) by vllm_mistral where OpenCV runs its own
-INTER_CUBIC, OpenVLA's (OpenVLAImageProcessor) by vllm_openvla, and Kimi-K2.5 / K3's (KimiK25FusedVisionProcessor) by vllm_kimi once vLLM has imported it (its
+INTER_CUBIC, OpenVLA's (OpenVLAImageProcessor) by vllm_openvla, Isaac's (IsaacImageProcessor) by vllm_isaac
+(where torch resizes uint8 with its AVX2 kernel), and Kimi-K2.5 / K3's (KimiK25FusedVisionProcessor) by vllm_kimi once vLLM has imported it (its
 module imports numba), each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
@@ -50,6 +51,7 @@ from . import (
     vllm_deepseek_v4,
     vllm_deepseek_vl2,
     vllm_internvl,
+    vllm_isaac,
     vllm_kimi,
     vllm_mistral,
     vllm_moondream3,
@@ -137,6 +139,7 @@ def register_image_processor() -> None:
     _say_once(("deepseek_v4",), "fused_input_norm: %s", vllm_deepseek_v4.serve(logger))
     _say_once(("mistral",), "fused_input_norm: %s", vllm_mistral.serve(logger))
     _say_once(("openvla",), "fused_input_norm: %s", vllm_openvla.serve(logger))
+    _say_once(("isaac",), "fused_input_norm: %s", vllm_isaac.serve(logger))
 
     @functools.wraps(original)
     def cached_processor_from_config(model_config, *args, **kwargs):

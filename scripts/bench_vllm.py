@@ -17,7 +17,8 @@ gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/te
 Step3VLImageProcessor, served in its class), kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
 KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too) and deepseek_v4 / deepseek_v41
 (tests/test_vllm_deepseek_v4.py: vLLM's own DeepseekV4VLImageProcessor, served in its class; bfloat16 patches),
-openvla (tests/test_vllm_openvla.py: vLLM's own OpenVLAImageProcessor, served in its class), ovis2_5 / lfm3_vl /
+openvla and isaac (tests/test_vllm_own.py: vLLM's own OpenVLAImageProcessor and IsaacImageProcessor, served in
+their classes), ovis2_5 / lfm3_vl /
 minimax_m3 (tests/test_vllm_copies.py: vLLM's own processors holding a SiglipImageProcessor, a
 Qwen2VLImageProcessor, vLLM's MiniMaxM3VLImageProcessor served by the generic path),
 mistral-small-3.1 / pixtral-12b (tests/test_vllm_mistral.py's Mistral-format directories: vLLM's
@@ -114,9 +115,10 @@ def models() -> dict:
     for name in ("ovis2_5", "lfm3_vl", "minimax_m3"):
         remote = name in copies.OVIS
         table[name] = (copies.WRITERS[name], copies.MODELS[name][1], None, remote, [None])
-    import test_vllm_openvla as openvla  # vLLM's own OpenVLAImageProcessor (vllm_openvla); "<s>": after its BOS
+    import test_vllm_own as own_call  # vLLM's own OpenVLAImageProcessor (vllm_openvla), IsaacImageProcessor (vllm_isaac)
 
-    table["openvla"] = (openvla.write_openvla, "<s>", None, False, [None])
+    table["openvla"] = (own_call.write_openvla, "<s>", None, False, [None])  # "<s>": after its BOS
+    table["isaac"] = (own_call.write_isaac, "<image>", None, False, [None])
     import test_vllm_mistral as mistral  # Mistral-format directories: mistral_common's encoder (vllm_mistral)
 
     for name in mistral.MODELS:

@@ -59,7 +59,7 @@ TESTS=(
   tests/test_vllm_internvl_family.py  # vLLM's own InternVL-style processors: H2OVL, Nemotron VL, Nano VL images+videos (~100 s of CPU)
   tests/test_vllm_moondream3.py     # vLLM's own Moondream 3 processor: HfMoondream, Moondream3ForCausalLM (~65 s)
   tests/test_vllm_step3.py          # vLLM's own Step3-VL processor: Step3-VL, StepVL, Step3p7, Step5 (~35-115 s)
-  tests/test_vllm_openvla.py        # vLLM's own OpenVLA processor (~25-40 s)
+  tests/test_vllm_own.py            # vLLM's own OpenVLA and Isaac processors, one process a side (~35-50 s)
   tests/test_vllm_kimi.py           # vLLM's own Kimi processor (numba-fused in vLLM): Kimi-K2.5 images + video chunks, K3, K3.1 (~70 s at load 6, ~40 s of CPU)
   tests/test_vllm_deepseek_v4.py    # vLLM's own DeepSeek-V4 / V4.1 vision processor (~35-100 s; vLLM imports the model)
   tests/test_vllm_mistral.py        # Mistral-format checkpoints (mistral_common's ImageEncoder): Mistral Small 3.1, Pixtral-12B; IPP off and on (~30 s)

@@ -17,6 +17,7 @@ import torch
 from test_resize import TORCH_LANCZOS
 from test_resize_cv2 import opencv
 
+from fused_input_norm.checks import OWN_ORDER_FILTERS
 from fused_input_norm.resize import pil_rule, vertical_first
 
 PIL = pytest.importorskip("PIL.Image")
@@ -32,7 +33,7 @@ pytestmark = pytest.mark.skipif(
     COMPILER is None and not PREBUILT, reason="needs a C++17 host compiler (g++, c++ or clang++) on PATH"
 )
 
-FILTERS = {"bicubic": 1, "bilinear": 0, "lanczos": 2, "cv2_cubic": 3, "cv2_cubic_f32": 4}
+FILTERS = {"bicubic": 1, "bilinear": 0, "lanczos": 2, "cv2_cubic": 3, "cv2_cubic_f32": 4, "bilinear_no_antialias": 5}
 PIL_FILTERS = {"bicubic": 3, "bilinear": 2, "lanczos": 1}  # PIL.Image.Resampling values
 TV_FILTERS = {"bicubic": "BICUBIC", "bilinear": "BILINEAR", "lanczos": "LANCZOS"}
 
@@ -71,7 +72,8 @@ def emulate(
     height, width, channels = image_hwc.shape
     crop = crop or (0, 0, *size)
     rule = pil_rule(reference)
-    first = not resample.startswith("cv2") and vertical_first(rule, height, width, *size)  # OpenCV: across first
+    # OpenCV's and torch's own filters: across first, always
+    first = resample not in OWN_ORDER_FILTERS and vertical_first(rule, height, width, *size)
     image_file, out_file = tmp_path / "in.bin", tmp_path / "out.bin"
     image_file.write_bytes(np.ascontiguousarray(image_hwc.transpose(2, 0, 1) if planar else image_hwc).tobytes())
     args = [channels, height, width, int(not planar), *size, FILTERS[resample], int(reference == "torchvision")]

@@ -178,11 +178,11 @@ def test_lanczos_plan_taps_and_fake_length(in_size, out_size, taps):
 def test_an_unknown_filter_names_lanczos_among_the_choices():
     with pytest.raises(
         ValueError,
-        match=r"resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic' or 'cv2_cubic_f32', got 'box'",
+        match=r"resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32' or 'bilinear_no_antialias', got 'box'",
     ):
         resample_plan(10, 5, "box")
     with pytest.raises(
         ValueError,
-        match=r"resample must be one of 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', got 'box'",
+        match=r"resample must be one of 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', got 'box'",
     ):
         IDENTITY.resize(torch.zeros(3, 8, 8, dtype=torch.uint8), torch.float32, (4, 4), resample="box")

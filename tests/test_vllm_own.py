@@ -1,0 +1,325 @@
+"""vLLM's own image processors served by wrapping their class's __call__: OpenVLA's (OpenVLAImageProcessor, by
+vllm_openvla) and Isaac's (IsaacImageProcessor, by vllm_isaac). vLLM 0.34.0's `apply()` with the plugin on
+(FUSED_INPUT_NORM_VLLM_PROCESSOR=1) against off (=0), each side in one process for both models as a server would
+run one (`bash scripts/test_vllm.sh` runs it), on tiny model directories (no weights).
+
+OpenVLA: config.json as openvla/openvla-7b ships it (its null act-layer overrides included, the Llama small; a
+tokenizer with a BOS, after which vLLM inserts the image tokens). One image per prompt (OpenVLA takes one): a 12 MP
+photo, 1080p, a small odd one, an extreme one, one already 224 x 224 (Pillow copies it), a grey and an RGBA PIL
+image, and a uint8 array (vLLM's own to_rgb_image makes each RGB, on both sides). 6-channel pixel_values (DINOv2's
+then SigLIP's normalization).
+
+Isaac: config.json as PerceptronAI/Isaac-0.1's layout (Qwen3 text fields at the top, a pixel-shuffle SigLIP2
+vision config, its null attention implementation; the sizes small). vLLM builds IsaacImageProcessor with its own
+defaults (patch 16, 256 to 6144 patches, pixel shuffle 2) whatever the config says; one request sets
+vision_max_num_patches and pixel_shuffle_scale per request. Images: 12 MP, 1080p, small ones upscaled to the
+256-patch floor, an extreme one, grey, RGBA, and two in one prompt. pixel_values are rows of [16, 16, 3] patches.
+
+Compared: prompt_token_ids, mm_placeholders, mm_hashes and every tensor (float32 bit for bit here, within 1e-6
+asked). In-process tests check what is handed back to vLLM's code, and that a changed vLLM function is not served.
+"""
+
+import logging
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_vllm_families import HAS_VLLM, TEXT, VISION, assert_same_tensors, dump, one_side, tokenizer, unwrapped
+from test_vllm_processor import both_sides, photo
+
+pytestmark = pytest.mark.skipif(
+    not HAS_VLLM, reason="needs vllm: `bash scripts/test_vllm.sh` installs vllm 0.34.0 in .venv-vllm and runs this file"
+)
+
+MODULE = "vllm.transformers_utils.processors.openvla"
+ISAAC = "vllm.transformers_utils.processors.isaac"
+# (height, width): 12 MP, 1080p, small and odd, extreme, and the tower's own 224 x 224.
+SIZES = [(3024, 4032), (1080, 1920), (57, 29), (10, 900), (224, 224)]
+
+
+def write_openvla(path: str) -> None:
+    """openvla/openvla-7b's config.json (vLLM's own OpenVLAConfig reads it: no remote code), the Llama small."""
+    os.makedirs(path, exist_ok=True)
+    vocab = tokenizer(path, ["<s>", "</s>", "<PAD>"], "<s>", "</s>", special_first=True)
+    config = {
+        "architectures": ["OpenVLAForActionPrediction"],
+        "auto_map": {
+            "AutoConfig": "configuration_prismatic.OpenVLAConfig",
+            "AutoModelForVision2Seq": "modeling_prismatic.OpenVLAForActionPrediction",
+        },
+        "model_type": "openvla",
+        "arch_specifier": "no-align+fused-gelu-mlp",
+        "hf_llm_id": "meta-llama/Llama-2-7b-hf",
+        "llm_backbone_id": "llama2-7b-pure",
+        "vision_backbone_id": "dinosiglip-vit-so-224px",
+        "image_resize_strategy": "resize-naive",
+        "image_sizes": [224, 224],
+        "timm_model_ids": ["vit_large_patch14_reg4_dinov2.lvd142m", "vit_so400m_patch14_siglip_224"],
+        "timm_override_act_layers": [None, None],
+        "use_fused_vision_backbone": True,
+        "n_action_bins": 256,
+        "pad_to_multiple_of": 64,
+        "pad_token_id": vocab["<PAD>"],
+        "image_token_index": vocab["<PAD>"],
+        "text_config": TEXT | {"model_type": "llama", "pad_token_id": vocab["<PAD>"], "torch_dtype": "bfloat16"},
+        "torch_dtype": "bfloat16",
+        "transformers_version": "4.40.1",
+    }
+    dump(path, "config.json", config)
+
+
+def requests():
+    """(name, prompt, images): one image each; the prompts start with the BOS Llama's tokenizer adds (the
+    WordLevel one here adds none)."""
+    import numpy as np
+    from PIL import Image
+
+    out = [(f"{h}x{w}", "<s> describe", [Image.fromarray(photo(h, w, i))]) for i, (h, w) in enumerate(SIZES)]
+    rgb = photo(300, 400, 10)
+    alpha = (photo(300, 400, 11)[..., 0] // 2 + 64).astype("uint8")
+    out.append(("gray", "<s> describe", [Image.fromarray(rgb[..., 1])]))
+    out.append(("rgba", "<s> describe", [Image.fromarray(np.dstack([rgb, alpha]), "RGBA")]))
+    out.append(("array", "<s> describe", [photo(480, 640, 12)]))
+    return out
+
+
+def write_isaac(path: str) -> None:
+    """PerceptronAI/Isaac-0.1's config.json layout (vLLM's own IsaacConfig reads it: no remote code): Qwen3's text
+    fields at the top level, a pixel_shuffle_siglip2 vision config, the vision settings, its null attention
+    implementation; the sizes small."""
+    os.makedirs(path, exist_ok=True)
+    vocab = tokenizer(path, ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<|image_pad|>"],
+                      "<|im_start|>", "<|endoftext|>")  # fmt: skip
+    vision = VISION | {"model_type": "pixel_shuffle_siglip2", "patch_size": 16, "num_patches": 256}
+    config = {
+        "architectures": ["IsaacForConditionalGeneration"],
+        "auto_map": {
+            "AutoConfig": "modular_isaac.IsaacConfig",
+            "AutoModelForCausalLM": "modular_isaac.IsaacForConditionalGeneration",
+        },
+        "model_type": "isaac",
+        **TEXT,
+        "head_dim": 16,
+        "rope_scaling": None,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "use_sliding_window": False,
+        "tie_word_embeddings": False,
+        "bos_token_id": vocab["<|im_start|>"],
+        "eos_token_id": vocab["<|endoftext|>"],
+        "vision_config": vision | {"pixel_shuffle_scale_factor": 2},
+        "vision_patch_size": 16,
+        "vision_max_num_patches": 6144,
+        "vision_min_num_patches": 256,
+        "pixel_shuffle_scale": 2,
+        "max_sequence_length": 16384,
+        "vision_token": "<image>",
+        "vision_attn_implementation": None,
+        "torch_dtype": "float32",
+        "transformers_version": "4.56.1",
+    }
+    dump(path, "config.json", config)
+
+
+def isaac_requests():
+    """(name, prompt, images[, mm_processor_kwargs]): Isaac's prompts hold "<image>" per image."""
+    import numpy as np
+    from PIL import Image
+
+    out = [(f"{h}x{w}", "<image> describe", [Image.fromarray(photo(h, w, 20 + i))]) for i, (h, w) in enumerate(SIZES)]
+    rgb = photo(300, 400, 30)
+    alpha = (photo(300, 400, 31)[..., 0] // 2 + 64).astype("uint8")
+    out.append(("gray", "<image> describe", [Image.fromarray(rgb[..., 1])]))
+    out.append(("rgba", "<image> describe", [Image.fromarray(np.dstack([rgb, alpha]), "RGBA")]))
+    pair = [Image.fromarray(photo(480, 640, 32)), Image.fromarray(photo(641, 479, 33))]
+    out.append(("two", "<image> and <image> describe", pair))
+    settings = {"vision_max_num_patches": 1024, "pixel_shuffle_scale": 1}
+    out.append(("kwargs", "<image> describe", [Image.fromarray(photo(1080, 1920, 34))], settings))
+    return out
+
+
+# Each model: its directory's writer, its requests, its image processor's class.
+MODELS = {
+    "openvla": (write_openvla, requests, f"{MODULE}.OpenVLAImageProcessor"),
+    "isaac": (write_isaac, isaac_requests, f"{ISAAC}.IsaacImageProcessor"),
+}
+
+
+def worker(root: str, out_path: str) -> None:
+    """One side: every model's requests through apply(), in one process; the results to `out_path`."""
+    import torch
+
+    sides = {name: one_side(os.path.join(root, name), requests()) for name, (_, requests, _) in MODELS.items()}
+    torch.save(sides, out_path)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    for name, (write, _, _) in MODELS.items():
+        write(str(root / name))
+    return both_sides(root, __file__)
+
+
+@pytest.fixture(scope="module")
+def sides(both):
+    """OpenVLA's results, plugin on and off."""
+    return [side["openvla"] | {"log": side["log"]} for side in both]
+
+
+@pytest.mark.parametrize("model", ["isaac"])
+def test_isaac_same_outputs_plugin_on_and_off(both, model):
+    on, off = (side[model] for side in both)
+    assert on["served"] and not off["served"]
+    assert on["class"] == off["class"] == MODELS[model][2]
+    for name, *_ in isaac_requests():
+        got, expected = on[name], off[name]
+        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
+            assert got[field] == expected[field], f"{name}: {field}"
+        assert_same_tensors(name, got["tensors"], expected["tensors"])
+        for item in got["tensors"]:
+            rows, columns = item["image_grid_thw"].tolist()[1:]
+            assert item["pixel_values"].shape == (rows * columns, 16 * 16 * 3), name
+    # vLLM's defaults (6144 patches at most, shuffle 2): a 12 MP photo fills the budget; the request's own
+    # settings give a smaller grid (1024 patches at most, no shuffle).
+    assert on["3024x4032"]["tensors"][0]["pixel_values"].shape[0] <= 6144
+    assert on["kwargs"]["tensors"][0]["pixel_values"].shape[0] <= 1024
+    assert len(on["two"]["tensors"]) == 2
+
+
+def test_isaac_log_says_fused_serves_it(both):
+    on, off = both
+    assert any("serves vLLM's IsaacImageProcessor" in entry for entry in on["log"]), on["log"]
+    assert not any("serves this call" in entry and "Isaac" in entry for entry in on["log"]), on["log"]
+    assert not any("IsaacImageProcessor" in entry for entry in off["log"]), off["log"]
+
+
+def test_same_outputs_plugin_on_and_off(sides):
+    on, off = sides
+    assert on["served"] and not off["served"]
+    assert on["class"] == off["class"] == f"{MODULE}.OpenVLAImageProcessor"
+    for name, *_ in requests():
+        got, expected = on[name], off[name]
+        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
+            assert got[field] == expected[field], f"{name}: {field}"
+        assert_same_tensors(name, got["tensors"], expected["tensors"])
+        assert [tuple(item["pixel_values"].shape) for item in got["tensors"]] == [(6, 224, 224)], name
+        assert got["mm_placeholders"] == [(1, 256)], name  # after the BOS: (224 / 14)^2 image tokens
+
+
+def test_log_says_fused_serves_openvla(sides):
+    on, off = sides
+    assert any("serves vLLM's OpenVLAImageProcessor" in entry for entry in on["log"]), on["log"]
+    assert not any("serves this call" in entry and "OpenVLA" in entry for entry in on["log"]), on["log"]
+    assert not any("OpenVLAImageProcessor" in entry for entry in off["log"]), off["log"]
+
+
+def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
+    """In this process: no images and a subclass go to vLLM's code (equal to it, logged once each); a served
+    call equals vLLM's own bit for bit; a vLLM whose function changed is not served."""
+    import importlib
+
+    import torch
+    from PIL import Image
+
+    from fused_input_norm import vllm_openvla
+
+    module = importlib.import_module(MODULE)
+    cls = module.OpenVLAImageProcessor
+    original = unwrapped(monkeypatch, cls, "__call__")
+    messages = []
+    log = logging.getLogger("test_vllm_own")
+    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    try:
+        assert "serves vLLM's OpenVLAImageProcessor" in vllm_openvla.serve(log)
+        assert cls.__call__ is not original
+        images = [Image.fromarray(photo(300, 700, 1)), Image.fromarray(photo(57, 29, 2))]
+
+        class Subclass(cls):
+            pass
+
+        assert cls(image_size=224)([]) == original(cls(image_size=224), []) == {}
+        got, expected = Subclass(image_size=224)(images), original(Subclass(image_size=224), images)
+        assert torch.equal(got["pixel_values"], expected["pixel_values"])
+        served, expected = cls(image_size=224)(images), original(cls(image_size=224), images)
+        assert served["pixel_values"].shape == (2, 6, 224, 224)
+        assert torch.equal(served["pixel_values"], expected["pixel_values"])
+    finally:
+        cls.__call__ = original
+    assert any("no images" in m for m in messages), messages
+    assert any("Subclass is a subclass of OpenVLAImageProcessor" in m for m in messages), messages
+    monkeypatch.setattr(module, "preprocess_openvla_image", lambda image, image_size: None)
+    said = vllm_openvla.serve(log)
+    assert said == (
+        "vLLM's OpenVLAImageProcessor serves: its preprocess_openvla_image is not vllm 0.34.0's (the one this "
+        "reproduces)"
+    ), said
+    assert cls.__call__ is original
+
+
+def test_isaac_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
+    """In this process: a served call (three images, per-call settings, return_tensors) equals vLLM's own bit
+    for bit; no images, a subclass, a CPU where torch resizes uint8 in float, and an image over vLLM's pixel
+    ceiling (its own ValueError, before any kernel) go to vLLM's code; a vLLM whose function changed is not
+    served."""
+    import importlib
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from fused_input_norm import resize, vllm_isaac
+
+    module = importlib.import_module(ISAAC)
+    cls = module.IsaacImageProcessor
+    original = unwrapped(monkeypatch, cls, "__call__")
+    messages = []
+    log = logging.getLogger("test_vllm_own")
+    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    try:
+        assert "serves vLLM's IsaacImageProcessor" in vllm_isaac.serve(log)
+        assert cls.__call__ is not original
+        images = [
+            Image.fromarray(photo(300, 700, 1)),
+            Image.fromarray(photo(57, 29, 2)),
+            Image.fromarray(photo(9, 5, 3)),
+        ]
+        for processor, kwargs in [
+            (cls(), {}),
+            (cls(vision_max_num_patches=512), {"pixel_shuffle_scale": 1, "return_tensors": "pt"}),
+            (cls(), {"patch_size": 14, "min_num_patches": 64, "max_num_patches": 300}),
+        ]:
+            served, expected = processor(images, **kwargs), original(processor, images, **kwargs)
+            assert served.keys() == expected.keys() == {"pixel_values", "image_grid_thw"}
+            assert torch.equal(served["pixel_values"], expected["pixel_values"]), kwargs
+            assert torch.equal(served["image_grid_thw"], expected["image_grid_thw"]), kwargs
+
+        class Subclass(cls):
+            pass
+
+        got, expected = Subclass()(images[:1]), original(Subclass(), images[:1])
+        assert torch.equal(got["pixel_values"], expected["pixel_values"])
+        assert cls()([])["pixel_values"].shape == original(cls(), [])["pixel_values"].shape == (0, 0)
+        huge = Image.fromarray(np.zeros((1, 1), np.uint8)).resize((8000, 8000))  # 64 MP: over MAX_PIXELS
+        with pytest.raises(ValueError, match="> MAX="):
+            cls()([huge])
+        monkeypatch.setattr(resize, "torch_uint8_kernel", lambda: False)
+        got, expected = cls()(images), original(cls(), images)
+        assert torch.equal(got["pixel_values"], expected["pixel_values"])
+    finally:
+        cls.__call__ = original
+    assert any("no images" in m for m in messages), messages
+    assert any("Subclass is a subclass of IsaacImageProcessor" in m for m in messages), messages
+    assert any("resizes uint8 with its float kernel" in m for m in messages), messages
+    monkeypatch.setattr(module, "patchify_vision", lambda image, patch_size: None)
+    said = vllm_isaac.serve(log)
+    assert said == (
+        "vLLM's IsaacImageProcessor serves: its patchify_vision is not vllm 0.34.0's (the one this reproduces)"
+    ), said
+    assert cls.__call__ is original
+
+
+if __name__ == "__main__":
+    worker(sys.argv[1], sys.argv[2])
