@@ -18,7 +18,7 @@ from test_resize import TORCH_LANCZOS
 from test_resize_cv2 import opencv
 
 from fused_input_norm.checks import OWN_ORDER_FILTERS
-from fused_input_norm.resize import pil_rule, vertical_first
+from fused_input_norm.resize import pil_rule, torch_uint8_kernel, vertical_first
 
 PIL = pytest.importorskip("PIL.Image")
 tvF = pytest.importorskip("torchvision.transforms.v2.functional")
@@ -94,6 +94,12 @@ def pillow(image_hwc, size, resample):
     image = PIL.frombytes(mode, (width, height), np.ascontiguousarray(image_hwc).tobytes())
     resized = image.resize((size[1], size[0]), PIL_FILTERS[resample])
     return np.asarray(resized).reshape(*size, channels).transpose(2, 0, 1).astype(np.float32)
+
+
+def torch_no_antialias(image_hwc, size):
+    x = torch.from_numpy(np.ascontiguousarray(image_hwc)).permute(2, 0, 1)[None]
+    resized = torch.nn.functional.interpolate(x, size=tuple(size), mode="bilinear", antialias=False)
+    return resized[0].numpy().astype(np.float32)
 
 
 def torchvision(image_hwc, size, resample):
@@ -278,4 +284,26 @@ def test_emulated_and_cpu_kernels_equal_opencv(emulator, tmp_path, resample):
         differing[(cap, "pad")] = int(
             (got != padded(opencv(image, size, resample).numpy()[:, top : top + h, left : left + w], pad)).sum()
         )
+    assert not any(differing.values()), {k: v for k, v in differing.items() if v}
+
+
+@pytest.mark.skipif(not torch_uint8_kernel(), reason="torch resizes uint8 with its integer kernel only at AVX2+")
+def test_emulated_and_cpu_kernels_equal_torch_no_antialias(emulator, tmp_path):
+    """resample="bilinear_no_antialias" (tests/test_resize_no_antialias.py): the GPU per-thread code (run on the
+    host) and the CPU band code at each capability against torch's F.interpolate(antialias=False) itself."""
+    astronaut = PHOTOS["astronaut"]
+    cases = [
+        (PHOTOS["coffee"], (224, 224), False),
+        (astronaut, (97, 600), True),
+        (astronaut, (512, 301), False),
+        (astronaut[:, :, :1], (333, 77), False),
+        (np.dstack([astronaut, astronaut[:, ::-1, 1]]), (53, 999), True),
+    ]
+    differing = {}
+    for cap in [None, *capabilities(emulator)]:  # None: the GPU per-thread code
+        for i, (image, size, planar) in enumerate(cases):
+            got = emulate(emulator, tmp_path, image, size, "bilinear_no_antialias", "pil", threads=7 if cap else 37,
+                          cpu=cap, planar=planar)  # fmt: skip
+            differing[(cap, i)] = int((got != torch_no_antialias(image, size)).sum())
+    assert len(differing) >= 2 * len(cases)
     assert not any(differing.values()), {k: v for k, v in differing.items() if v}

@@ -1,7 +1,7 @@
 """resample="bilinear_no_antialias" against torch itself: F.interpolate(mode="bilinear", antialias=False,
 align_corners=False) of a uint8 CPU tensor, the resize vLLM's Isaac processor runs. Bytes equal (the identity
-module's float32 values are torch's bytes) on photos and a fuzz of sizes, both layouts, 1/3/4 channels; the GPU
-kernels' per-thread code and the CPU kernels at each capability (tests/cpp/resize_emulation.cpp) the same. torch
+module's float32 values are torch's bytes) on photos and a fuzz of sizes, both layouts, 1/3/4 channels (the GPU
+kernels' per-thread code and the CPU kernels at each capability: tests/test_resize_emulation.py). torch
 runs its integer kernel only at CPU capability AVX2 and above: elsewhere these tests skip, and vllm_isaac hands
 its calls back."""
 
@@ -13,7 +13,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_resize import PHOTOS, photo, to_chw
 from test_resize_cv2 import SIZE_CASES
-from test_resize_emulation import capabilities, emulate, emulator  # noqa: F401 (emulator: a fixture)
 
 from fused_input_norm import FusedInputNorm, ops
 from fused_input_norm.resize import torch_uint8_kernel
@@ -94,24 +93,3 @@ def test_plan_size_as_the_fake_op_computes_it(in_size, out_size):
     downscale: the triangle keeps its support)."""
     plan = ops.resample_plan(in_size, out_size, FILTER, "pil")
     assert plan.numel() == ops._plan_numel(in_size, out_size, FILTER) == 4 + out_size * (2 + 3)
-
-
-def test_emulated_and_cpu_kernels_equal_torch(emulator, tmp_path):  # noqa: F811 (the fixture)
-    """The GPU per-thread code (run on the host) and the CPU band code at each capability the machine has."""
-    astronaut = photo("astronaut")
-    cases = [
-        (photo("coffee"), (224, 224), False),
-        (astronaut, (97, 600), True),
-        (astronaut, (512, 301), False),
-        (astronaut[:, :, :1], (333, 77), False),
-        (np.dstack([astronaut, astronaut[:, ::-1, 1]]), (53, 999), True),
-    ]
-    differing = {}
-    for cap in [None, *capabilities(emulator)]:  # None: the GPU per-thread code
-        for i, (image, size, planar) in enumerate(cases):
-            got = emulate(emulator, tmp_path, image, size, FILTER, "pil", threads=7 if cap else 37, cpu=cap,
-                          planar=planar)  # fmt: skip
-            expected = torch_resize(to_chw(image), size).numpy().astype(np.float32)
-            differing[(cap, i)] = int((got != expected).sum())
-    assert len(differing) >= 2 * len(cases)
-    assert not any(differing.values()), {k: v for k, v in differing.items() if v}
