@@ -9,11 +9,11 @@ vLLM's own hashing of the image (its processor-cache key) is reported apart.
 (its tiny model directories: the architectures the plugin serves by their image processor, LLaVA-NeXT's
 llava_next and granite4_vision included) and of
 tests/test_vllm_deepseek_ocr.py (deepseek_ocr, deepseek_ocr2, unlimited_ocr, unlimited_ocr2: vLLM's own
-processor, served in its class) and deepseek_vl2 (tests/test_vllm_deepseek_vl2.py: vLLM's own
+processor, served in its class) and deepseek_vl2 (tests/test_vllm_deepseek_vl2.py's directory: vLLM's own
 DeepseekVLV2Processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM's own InternVL-style processors:
 h2ovl, nemotron_vl, nano_nemotron_vl) and of tests/test_vllm_moondream3.py (moondream3: vLLM's own
 Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), and gemma4 /
-gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py: vLLM's own
+gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py's directory: vLLM's own
 Step3VLImageProcessor, served in its class), kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
 KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too) and deepseek_v4 / deepseek_v41
 (tests/test_vllm_deepseek_v4.py: vLLM's own DeepseekV4VLImageProcessor, served in its class; bfloat16 patches),

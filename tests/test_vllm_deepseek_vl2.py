@@ -1,7 +1,7 @@
-"""vLLM's own DeepSeek-VL2 processor (DeepseekVLV2Processor) served by vllm_deepseek_vl2: vLLM 0.34.0's `apply()`
-with the plugin on (FUSED_INPUT_NORM_VLLM_PROCESSOR=1) against off (=0), each side in its own process, as a
-server runs (`bash scripts/test_vllm.sh` runs it); then the plan against vLLM's own tokenize_with_images on more
-sizes, and the calls it hands back.
+"""vLLM's own DeepSeek-VL2 processor (DeepseekVLV2Processor) served by vllm_deepseek_vl2: the model directory and
+requests that tests/test_vllm_own.py runs through vLLM 0.34.0's `apply()` with the plugin on against off (in the
+processes it shares with vLLM's other own processors); here, the plan against vLLM's own tokenize_with_images on
+more sizes, and the calls it hands back.
 
 A tiny model directory written here, config.json and processor_config.json laid out as deepseek-vl2-tiny ships
 them (vLLM reads the first with its own DeepseekVLV2Config and builds its processor from the second: 384 tiles,
@@ -21,8 +21,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_vllm_deepseek_ocr import assert_handed_back
-from test_vllm_families import TEXT, assert_same_tensors, dump, one_side, tokenizer, unwrapped
-from test_vllm_processor import both_sides, photo
+from test_vllm_families import TEXT, dump, tokenizer, unwrapped
+from test_vllm_processor import photo
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 pytestmark = pytest.mark.skipif(
@@ -97,41 +97,6 @@ def requests():
         ("two", "<image> and <image> compare", [image(900, 700, 4), image(41, 77, 5)]),
         ("three", "<image> <image> and <image> compare", [image(720, 1280, 6), image(33, 95, 7), image(500, 80, 8)]),
     ]
-
-
-def worker(root: str, out_path: str) -> None:
-    """One side: every request through apply(); the results to `out_path`."""
-    import torch
-
-    torch.save(one_side(os.path.join(root, "deepseek_vl2"), requests(), "tokenize_with_images"), out_path)
-
-
-@pytest.fixture(scope="module")
-def sides(tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
-    write_model(str(root / "deepseek_vl2"))
-    return both_sides(root, __file__)
-
-
-def test_same_outputs_plugin_on_and_off(sides):
-    on, off = sides
-    assert on["class"] == off["class"] == f"{MODULE}.DeepseekVLV2Processor"
-    assert on["served"] and not off["served"]
-    for name in NAMES:
-        got, expected = on[name], off[name]
-        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
-            assert got[field] == expected[field], f"{name}: {field}"
-        assert_same_tensors(name, got["tensors"], expected["tensors"])
-    # The 1080p image is tiled (cropping on); with three images each has one tile besides its global view.
-    assert on["1080x1920"]["tensors"][0]["pixel_values"].shape[0] > 2
-    assert [item["pixel_values"].shape[0] for item in on["three"]["tensors"]] == [2, 2, 2]
-
-
-def test_log_says_fused_serves_and_nothing_is_handed_back(sides):
-    on, off = sides
-    assert any("serves vLLM's DeepseekVLV2Processor" in line for line in on["log"]), on["log"]
-    assert not [line for line in on["log"] if "serves this call" in line], on["log"]
-    assert not any("serves vLLM's DeepseekVLV2Processor" in line for line in off["log"]), off["log"]
 
 
 def _processor(**kwargs):
@@ -214,7 +179,3 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, caplog):
 
     others = [Other(upstream.tokenizer, CANDIDATES, 14, 2), _processor(image_mean=(0.5, 0.4, 0.3))]
     assert_handed_back(monkeypatch, caplog, vllm_deepseek_vl2.serve, upstream, others, "text")
-
-
-if __name__ == "__main__":
-    worker(sys.argv[1], sys.argv[2])

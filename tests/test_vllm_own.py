@@ -1,7 +1,9 @@
-"""vLLM's own image processors served by wrapping their class's __call__: OpenVLA's (OpenVLAImageProcessor, by
-vllm_openvla) and Isaac's (IsaacImageProcessor, by vllm_isaac). vLLM 0.34.0's `apply()` with the plugin on
-(FUSED_INPUT_NORM_VLLM_PROCESSOR=1) against off (=0), each side in one process for both models as a server would
-run one (`bash scripts/test_vllm.sh` runs it), on tiny model directories (no weights).
+"""vLLM's own image processors served in their class by wrapping one method: OpenVLA's (OpenVLAImageProcessor, by
+vllm_openvla), Isaac's (IsaacImageProcessor, by vllm_isaac), Step3-VL's (Step3VLImageProcessor, by vllm_step3;
+its directory and requests in tests/test_vllm_step3.py) and DeepSeek-VL2's (DeepseekVLV2Processor, by
+vllm_deepseek_vl2; tests/test_vllm_deepseek_vl2.py's). vLLM 0.34.0's `apply()` with the plugin on
+(FUSED_INPUT_NORM_VLLM_PROCESSOR=1) against off (=0), each side one process for all four models, as a server
+runs (`bash scripts/test_vllm.sh` runs it), on tiny model directories (no weights).
 
 OpenVLA: config.json as openvla/openvla-7b ships it (its null act-layer overrides included, the Llama small; a
 tokenizer with a BOS, after which vLLM inserts the image tokens). One image per prompt (OpenVLA takes one): a 12 MP
@@ -26,6 +28,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_vllm_deepseek_vl2 as deepseek_vl2
+import test_vllm_step3 as step3
 from test_vllm_families import HAS_VLLM, TEXT, VISION, assert_same_tensors, dump, one_side, tokenizer, unwrapped
 from test_vllm_processor import both_sides, photo
 
@@ -140,10 +144,17 @@ def isaac_requests():
     return out
 
 
-# Each model: its directory's writer, its requests, its image processor's class.
+# Each model: its directory's writer, its requests, its image processor's class, the method its module wraps.
 MODELS = {
-    "openvla": (write_openvla, requests, f"{MODULE}.OpenVLAImageProcessor"),
-    "isaac": (write_isaac, isaac_requests, f"{ISAAC}.IsaacImageProcessor"),
+    "openvla": (write_openvla, requests, f"{MODULE}.OpenVLAImageProcessor", "__call__"),
+    "isaac": (write_isaac, isaac_requests, f"{ISAAC}.IsaacImageProcessor", "__call__"),
+    "step3_vl": (step3.write_step3_vl, step3.requests, f"{step3.MODULE}.Step3VLImageProcessor", "__call__"),
+    "deepseek_vl2": (
+        deepseek_vl2.write_model,
+        deepseek_vl2.requests,
+        f"{deepseek_vl2.MODULE}.DeepseekVLV2Processor",
+        "tokenize_with_images",
+    ),
 }
 
 
@@ -151,35 +162,84 @@ def worker(root: str, out_path: str) -> None:
     """One side: every model's requests through apply(), in one process; the results to `out_path`."""
     import torch
 
-    sides = {name: one_side(os.path.join(root, name), requests()) for name, (_, requests, _) in MODELS.items()}
+    sides = {
+        name: one_side(os.path.join(root, name), requests(), method)
+        for name, (_, requests, _, method) in MODELS.items()
+    }
     torch.save(sides, out_path)
 
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
     root = tmp_path_factory.mktemp("models")
-    for name, (write, _, _) in MODELS.items():
+    for name, (write, *_) in MODELS.items():
         write(str(root / name))
     return both_sides(root, __file__)
+
+
+def model_sides(both, model: str) -> list[dict]:
+    """One model's results, plugin on and off, with the processes' log lines."""
+    return [side[model] | {"log": side["log"]} for side in both]
 
 
 @pytest.fixture(scope="module")
 def sides(both):
     """OpenVLA's results, plugin on and off."""
-    return [side["openvla"] | {"log": side["log"]} for side in both]
+    return model_sides(both, "openvla")
 
 
-@pytest.mark.parametrize("model", ["isaac"])
-def test_isaac_same_outputs_plugin_on_and_off(both, model):
-    on, off = (side[model] for side in both)
-    assert on["served"] and not off["served"]
+def assert_same_requests(on: dict, off: dict, model: str, names: list[str]) -> None:
+    """Served on the plugin's side only, the same class on both, each request's outputs equal."""
+    assert on["served"] and not off["served"], model
     assert on["class"] == off["class"] == MODELS[model][2]
-    for name, *_ in isaac_requests():
+    for name in names:
         got, expected = on[name], off[name]
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
-            assert got[field] == expected[field], f"{name}: {field}"
+            assert got[field] == expected[field], f"{model} {name}: {field}"
         assert_same_tensors(name, got["tensors"], expected["tensors"])
-        for item in got["tensors"]:
+
+
+def assert_served_without_hand_backs(on: dict, off: dict, cls: str) -> None:
+    """The plugin's process logs that it serves `cls` and hands no call of it back; the other names it not."""
+    assert any(f"serves vLLM's {cls}" in entry for entry in on["log"]), on["log"]
+    assert not any("serves this call" in entry and cls in entry for entry in on["log"]), on["log"]
+    assert not any(f"serves vLLM's {cls}" in entry for entry in off["log"]), off["log"]
+
+
+def test_no_call_of_any_model_is_handed_back(both):
+    on, _ = both
+    assert not [line for line in on["log"] if "serves this call" in line], on["log"]
+
+
+def test_step3_same_outputs_plugin_on_and_off(both):
+    """Step3-VL (tests/test_vllm_step3.py's directory and requests): float32 within 1e-6, the rest exactly."""
+    import torch
+
+    on, off = model_sides(both, "step3_vl")
+    names = [name for name, *_ in step3.requests()]
+    assert_same_requests(on, off, "step3_vl", names)
+    # The sizes make what they are there for: windows (12 MP, 1080p, the small odd one), none (tiny, per request).
+    windows = {name: [int(item["num_patches"]) for item in on[name]["tensors"]] for name in names}
+    assert windows == {"3024x4032": [30], "1080x1920": [8], "57x29": [2], "10x90": [0], "no-windows": [0, 0]}
+    assert all(t.dtype == torch.float32 for item in on["1080x1920"]["tensors"] for k, t in item.items() if "pixel" in k)
+    assert_served_without_hand_backs(on, off, "Step3VLImageProcessor")
+
+
+def test_deepseek_vl2_same_outputs_plugin_on_and_off(both):
+    """DeepSeek-VL2 (tests/test_vllm_deepseek_vl2.py's directory and requests)."""
+    on, off = model_sides(both, "deepseek_vl2")
+    assert_same_requests(on, off, "deepseek_vl2", deepseek_vl2.NAMES)
+    # The 1080p image is tiled (cropping on); with three images each has one tile besides its global view.
+    assert on["1080x1920"]["tensors"][0]["pixel_values"].shape[0] > 2
+    assert [item["pixel_values"].shape[0] for item in on["three"]["tensors"]] == [2, 2, 2]
+    assert_served_without_hand_backs(on, off, "DeepseekVLV2Processor")
+
+
+def test_isaac_same_outputs_plugin_on_and_off(both):
+    on, off = model_sides(both, "isaac")
+    assert_same_requests(on, off, "isaac", [name for name, *_ in isaac_requests()])
+    for name, *_ in isaac_requests():
+        for item in on[name]["tensors"]:
             rows, columns = item["image_grid_thw"].tolist()[1:]
             assert item["pixel_values"].shape == (rows * columns, 16 * 16 * 3), name
     # vLLM's defaults (6144 patches at most, shuffle 2): a 12 MP photo fills the budget; the request's own
@@ -190,30 +250,19 @@ def test_isaac_same_outputs_plugin_on_and_off(both, model):
 
 
 def test_isaac_log_says_fused_serves_it(both):
-    on, off = both
-    assert any("serves vLLM's IsaacImageProcessor" in entry for entry in on["log"]), on["log"]
-    assert not any("serves this call" in entry and "Isaac" in entry for entry in on["log"]), on["log"]
-    assert not any("IsaacImageProcessor" in entry for entry in off["log"]), off["log"]
+    assert_served_without_hand_backs(*model_sides(both, "isaac"), "IsaacImageProcessor")
 
 
 def test_same_outputs_plugin_on_and_off(sides):
     on, off = sides
-    assert on["served"] and not off["served"]
-    assert on["class"] == off["class"] == f"{MODULE}.OpenVLAImageProcessor"
+    assert_same_requests(on, off, "openvla", [name for name, *_ in requests()])
     for name, *_ in requests():
-        got, expected = on[name], off[name]
-        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
-            assert got[field] == expected[field], f"{name}: {field}"
-        assert_same_tensors(name, got["tensors"], expected["tensors"])
-        assert [tuple(item["pixel_values"].shape) for item in got["tensors"]] == [(6, 224, 224)], name
-        assert got["mm_placeholders"] == [(1, 256)], name  # after the BOS: (224 / 14)^2 image tokens
+        assert [tuple(item["pixel_values"].shape) for item in on[name]["tensors"]] == [(6, 224, 224)], name
+        assert on[name]["mm_placeholders"] == [(1, 256)], name  # after the BOS: (224 / 14)^2 image tokens
 
 
 def test_log_says_fused_serves_openvla(sides):
-    on, off = sides
-    assert any("serves vLLM's OpenVLAImageProcessor" in entry for entry in on["log"]), on["log"]
-    assert not any("serves this call" in entry and "OpenVLA" in entry for entry in on["log"]), on["log"]
-    assert not any("OpenVLAImageProcessor" in entry for entry in off["log"]), off["log"]
+    assert_served_without_hand_backs(*sides, "OpenVLAImageProcessor")
 
 
 def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):

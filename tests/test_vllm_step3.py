@@ -1,7 +1,7 @@
-"""vLLM's own Step3-VL image processor (Step3VLImageProcessor, served in its class by vllm_step3): vLLM 0.34.0's
-`apply()` with the plugin on (FUSED_INPUT_NORM_VLLM_PROCESSOR=1) against off (=0), each side in its own process
-as a server would (`bash scripts/test_vllm.sh` runs it), on a tiny Step3VLForConditionalGeneration directory
-(config.json as stepfun-ai/step3 ships it, small; a tokenizer with its image tokens; no weights).
+"""vLLM's own Step3-VL image processor (Step3VLImageProcessor, served in its class by vllm_step3): the tiny
+Step3VLForConditionalGeneration directory (config.json as stepfun-ai/step3 ships it, small; a tokenizer with its
+image tokens; no weights) and the requests that tests/test_vllm_own.py runs through vLLM 0.34.0's `apply()` with
+the plugin on against off, in the processes it shares with vLLM's other own processors.
 
 Sizes that make windows and ones that do not: a 12 MP photo (capped at 3024, then 504 windows), 1080p (8
 windows), a small odd image (windows of its short side, upscaled to 504 as normalized floats), a tiny one of
@@ -17,8 +17,8 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import HAS_VLLM, TEXT, assert_same_tensors, dump, one_side, tokenizer, unwrapped
-from test_vllm_processor import both_sides, photo
+from test_vllm_families import HAS_VLLM, TEXT, dump, tokenizer, unwrapped
+from test_vllm_processor import photo
 
 pytestmark = pytest.mark.skipif(
     not HAS_VLLM, reason="needs vllm: `bash scripts/test_vllm.sh` installs vllm 0.34.0 in .venv-vllm and runs this file"
@@ -82,45 +82,6 @@ def requests():
     return out
 
 
-def worker(root: str, out_path: str) -> None:
-    """One side: every request through apply(); the results to `out_path`."""
-    import torch
-
-    torch.save(one_side(os.path.join(root, "step3_vl"), requests()), out_path)
-
-
-@pytest.fixture(scope="module")
-def sides(tmp_path_factory):
-    root = tmp_path_factory.mktemp("models")
-    write_step3_vl(str(root / "step3_vl"))
-    return both_sides(root, __file__)
-
-
-def test_same_outputs_plugin_on_and_off(sides):
-    import torch
-
-    on, off = sides
-    assert on["served"] and not off["served"]
-    assert on["class"] == off["class"] == f"{MODULE}.Step3VLImageProcessor"
-    names = [name for name, *_ in requests()]
-    for name in names:
-        got, expected = on[name], off[name]
-        for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
-            assert got[field] == expected[field], f"{name}: {field}"
-        assert_same_tensors(name, got["tensors"], expected["tensors"])
-    # The sizes make what they are there for: windows (12 MP, 1080p, the small odd one), none (tiny, per request).
-    windows = {name: [int(item["num_patches"]) for item in on[name]["tensors"]] for name in names}
-    assert windows == {"3024x4032": [30], "1080x1920": [8], "57x29": [2], "10x90": [0], "no-windows": [0, 0]}
-    assert all(t.dtype == torch.float32 for item in on["1080x1920"]["tensors"] for k, t in item.items() if "pixel" in k)
-
-
-def test_log_says_fused_serves_step3(sides):
-    on, off = sides
-    assert any("serves vLLM's Step3VLImageProcessor" in entry for entry in on["log"]), on["log"]
-    assert not any("serves this call" in entry and "Step3VL" in entry for entry in on["log"]), on["log"]
-    assert not any("Step3VLImageProcessor" in entry for entry in off["log"]), off["log"]
-
-
 def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
     """In this process: return_tensors='np' and a subclass go to vLLM's code (equal to it, logged once
     each); a vLLM whose function changed is not served."""
@@ -163,7 +124,3 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
         == "vLLM's Step3VLImageProcessor serves: its ImagePatcher.determine_window_size is not vllm 0.34.0's (the one this reproduces)"
     ), said
     assert cls.__call__ is original
-
-
-if __name__ == "__main__":
-    worker(sys.argv[1], sys.argv[2])
