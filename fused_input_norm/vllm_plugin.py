@@ -24,8 +24,8 @@ vllm_deepseek_ocr, DeepSeek-VL2's (DeepseekVLV2Processor) by vllm_deepseek_vl2, 
 vllm_step3, DeepSeek-V4 / V4.1's (DeepseekV4VLImageProcessor) by vllm_deepseek_v4, Mistral-format checkpoints'
 (MistralCommonImageProcessor around mistral_common's ImageEncoder) by vllm_mistral where OpenCV runs its own
 INTER_CUBIC, OpenVLA's (OpenVLAImageProcessor) by vllm_openvla, Isaac's (IsaacImageProcessor) by vllm_isaac
-(where torch resizes uint8 with its AVX2 kernel), and Kimi-K2.5 / K3's (KimiK25FusedVisionProcessor) by vllm_kimi once vLLM has imported it (its
-module imports numba), each with its own log line.
+(where torch resizes uint8 with its AVX2 kernel), and, once vLLM has imported their modules (LAZILY_SERVED), Kimi-K2.5 / K3's
+(KimiK25FusedVisionProcessor) by vllm_kimi and Muse Spark's Pillow resizes by vllm_muse_spark, each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -55,6 +55,7 @@ from . import (
     vllm_kimi,
     vllm_mistral,
     vllm_moondream3,
+    vllm_muse_spark,
     vllm_openvla,
     vllm_step3,
 )
@@ -98,6 +99,11 @@ BUILT_ELSEWHERE = {
     "vllm.model_executor.models.glm4v": "GLM4VProcessingInfo",
 }
 REGISTRY_MODULE = "vllm.model_executor.models.registry"
+# vLLM's modules served only once vLLM imports them: module -> (its log key, the vllm_* serve function)
+LAZILY_SERVED = {
+    vllm_kimi.MODULE: ("kimi", vllm_kimi.serve),
+    vllm_muse_spark.MODULE: ("muse_spark", vllm_muse_spark.serve),
+}
 
 
 def register() -> None:
@@ -212,7 +218,7 @@ def register_built_elsewhere() -> None:
     for name in BUILT_ELSEWHERE:
         if name in sys.modules:
             serve_processing_info(sys.modules[name])
-    serve_kimi()
+    serve_imported()
     try:
         lazy = importlib.import_module(REGISTRY_MODULE)._LazyRegisteredModel
         original = lazy.load_model_cls
@@ -230,20 +236,22 @@ def register_built_elsewhere() -> None:
         module = sys.modules.get(getattr(self, "module_name", None) or "")
         if module is not None and module.__name__ in BUILT_ELSEWHERE:
             serve_processing_info(module)
-        serve_kimi()
+        serve_imported()
         return model_cls
 
     load_model_cls.fused_input_norm_wrapped = original
     lazy.load_model_cls = load_model_cls
 
 
-def serve_kimi() -> None:
-    """vllm_kimi serves Kimi's processor once vLLM has imported its module (a Kimi model class's module imports
-    it): importing it here would import numba in every vLLM process, Kimi or not."""
+def serve_imported() -> None:
+    """The LAZILY_SERVED modules serve their vLLM module once vLLM has imported it (a model class's module
+    imports it): importing it here would import numba (Kimi's) or register a video loader (Muse Spark's) in every
+    vLLM process, whatever its model."""
     import sys
 
-    if vllm_kimi.MODULE in sys.modules:
-        _say_once(("kimi",), "fused_input_norm: %s", vllm_kimi.serve(logger))
+    for module, (key, serve) in LAZILY_SERVED.items():
+        if module in sys.modules:
+            _say_once((key,), "fused_input_norm: %s", serve(logger))
 
 
 def serve_processing_info(module: object) -> None:

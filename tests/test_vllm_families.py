@@ -698,8 +698,10 @@ def one_side(path: str, requests: list, method: str = "__call__") -> dict:
     """A worker's side as a server sets it up (1 torch thread, vLLM's INFO lines logged, the general plugins
     loaded: this plugin where FUSED_INPUT_NORM_VLLM_PROCESSOR says so), for vLLM's processor of the model
     directory `path`: each (name, prompt, images[, mm_processor_kwargs]) request's `outputs` through apply(), by
-    name; "class", the image processor's (the processor's where it holds none); "served", whether that class's
-    `method` is wrapped by a vllm_* module."""
+    name (`images`: a list of images, or {modality: items} for another modality); "class", the image processor's
+    (the processor's where it holds none); "served", whether that class's `method` is wrapped by a vllm_* module
+    (a "module:function" method: whether vLLM's module function is)."""
+    import importlib
     import logging
 
     import torch
@@ -711,13 +713,16 @@ def one_side(path: str, requests: list, method: str = "__call__") -> dict:
     processor = create_processor(path, None, False)
     hf_processor = processor.info.get_hf_processor()
     image_processor = getattr(hf_processor, "image_processor", hf_processor)
+    module, _, function = method.rpartition(":")
+    owner = importlib.import_module(module) if module else type(image_processor)
     results = {
         "class": class_name(image_processor),
-        "served": hasattr(getattr(type(image_processor), method), "fused_input_norm_wrapped"),
+        "served": hasattr(getattr(owner, function), "fused_input_norm_wrapped"),
     }
-    for name, prompt, images, *kwargs in requests:
-        data = processor.info.parse_mm_data({"image": images})
-        results[name] = outputs(processor(prompt, data, hf_processor_mm_kwargs=kwargs[0] if kwargs else {}), "image")
+    for name, prompt, items, *kwargs in requests:
+        (modality, items), *_ = items.items() if isinstance(items, dict) else [("image", items)]
+        data = processor.info.parse_mm_data({modality: items})
+        results[name] = outputs(processor(prompt, data, hf_processor_mm_kwargs=kwargs[0] if kwargs else {}), modality)
     return results
 
 

@@ -1,8 +1,9 @@
 """vLLM's own image processors served in their class by wrapping one method: OpenVLA's (OpenVLAImageProcessor, by
 vllm_openvla), Isaac's (IsaacImageProcessor, by vllm_isaac), Step3-VL's (Step3VLImageProcessor, by vllm_step3;
 its directory and requests in tests/test_vllm_step3.py) and DeepSeek-VL2's (DeepseekVLV2Processor, by
-vllm_deepseek_vl2; tests/test_vllm_deepseek_vl2.py's). vLLM 0.34.0's `apply()` with the plugin on
-(FUSED_INPUT_NORM_VLLM_PROCESSOR=1) against off (=0), each side one process for all four models, as a server
+vllm_deepseek_vl2; tests/test_vllm_deepseek_vl2.py's), and Muse Spark's preprocessing (no processor object: its
+module's two Pillow resize functions, by vllm_muse_spark). vLLM 0.34.0's `apply()` with the plugin on
+(FUSED_INPUT_NORM_VLLM_PROCESSOR=1) against off (=0), each side one process for all five models, as a server
 runs (`bash scripts/test_vllm.sh` runs it), on tiny model directories (no weights).
 
 OpenVLA: config.json as openvla/openvla-7b ships it (its null act-layer overrides included, the Llama small; a
@@ -144,7 +145,84 @@ def isaac_requests():
     return out
 
 
-# Each model: its directory's writer, its requests, its image processor's class, the method its module wraps.
+MUSE_SPARK = "vllm.models.muse_spark.common.processor"
+MUSE_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>", "<|image_start|>", "<|image_end|>", "<|patch|>"]
+MUSE_SPECIAL += ["<|video|>", "<|vid_start|>", "<|vid_end|>", "<|vid_frame_separator|>"]
+
+
+def write_muse_spark(path: str) -> None:
+    """A Muse Spark directory (MuseSparkForConditionalGeneration, vLLM's own MuseSparkConfig): no public checkpoint
+    to copy, so config.json holds what MuseSparkConfig checks for (SiLU text layers with per-layer RoPE thetas, a
+    GELU vision tower with axial RoPE, patch 14, temporal patch 2, merge 2, an audio tower) and processor_config.json
+    the image and video settings vLLM reads (a 1024-token image budget, 16 frames at 2 fps, 64 tokens a frame);
+    the sizes small, the tokenizer holding the image and video tokens vLLM's prompt updates look up."""
+    os.makedirs(path, exist_ok=True)
+    tokenizer(path, MUSE_SPECIAL, "<|begin_of_text|>", "<|end_of_text|>")
+    layers, vision_layers = TEXT["num_hidden_layers"], VISION["num_hidden_layers"]
+    text = TEXT | {
+        "model_type": "muse_spark_text",
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "head_dim": 16,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+        "num_shared_experts": 0,
+        "layer_types": ["full_attention"] * layers,
+        "mlp_layer_types": ["dense"] * layers,
+        "layer_rope_theta": [500000.0] * layers,
+    }
+    vision = VISION | {
+        "model_type": "muse_spark_vision",
+        "hidden_act": "gelu",
+        "rope_parameters": {"rope_type": "axial"},
+        "layer_types": ["full_attention"] * vision_layers,
+        "patch_size": 14,
+        "patch_temporal": 2,
+        "merge_size": 2,
+    }
+    audio = {"model_type": "muse_spark_audio", "hidden_act": "gelu", "patch_sizes": [2], "depths": [1]}
+    audio |= {"hidden_sizes": [32], "num_hidden_layers": 1, "out_hidden_size": TEXT["hidden_size"]}
+    config = {
+        "architectures": ["MuseSparkForConditionalGeneration"],
+        "model_type": "muse_spark",
+        "text_config": text,
+        "vision_config": vision,
+        "audio_config": audio,
+        "projector_hidden_size": 64,
+        "out_hidden_size": VISION["hidden_size"] * 4,
+        "projector_hidden_act": "gelu",
+        "torch_dtype": "bfloat16",
+    }
+    dump(path, "config.json", config)
+    images = {"max_image_tokens": 1024, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
+    videos = {"num_frames": 16, "fps": 2.0, "max_video_frame_tokens": 64}
+    dump(path, "processor_config.json", {"processor_class": "MuseSparkProcessor", "image_processor": images,
+                                         "video_processor": videos})  # fmt: skip
+
+
+def muse_spark_requests():
+    """Images (12 MP and 1080p cut to the token budget, small ones grown to it, an RGBA one vLLM composites on
+    white, a grey one, two in one prompt) and videos (8 frames at 4 fps, sampled to 4 at 2 fps; 3 frames, cut to
+    the 2 a temporal patch takes; 1080p frames)."""
+    import numpy as np
+    from PIL import Image
+
+    out = [(f"{h}x{w}", "<|patch|> describe", [Image.fromarray(photo(h, w, 40 + i))]) for i, (h, w) in enumerate(SIZES)]
+    rgb = photo(300, 400, 50)
+    alpha = (photo(300, 400, 51)[..., 0] // 2 + 64).astype("uint8")
+    out.append(("gray", "<|patch|> describe", [Image.fromarray(rgb[..., 1])]))
+    out.append(("rgba", "<|patch|> describe", [Image.fromarray(np.dstack([rgb, alpha]), "RGBA")]))
+    pair = [Image.fromarray(photo(480, 640, 52)), Image.fromarray(photo(641, 479, 53))]
+    out.append(("two", "<|patch|> and <|patch|> describe", pair))
+    for name, count, fps, (h, w) in [("video-8", 8, 4.0, (240, 320)), ("video-3", 3, 1.0, (97, 61)),
+                                      ("video-1080p", 4, 2.0, (1080, 1920))]:  # fmt: skip
+        frames = np.stack([photo(h, w, 60 + i) for i in range(count)])
+        meta = {"fps": fps, "frames_indices": list(range(count)), "total_num_frames": count}
+        out.append((name, "<|video|> describe", {"video": [(frames, meta)]}))
+    return out
+
+
+# Each model: its directory's writer, its requests, its image processor's class (None: vLLM holds no processor
+# object), the method its module wraps ("module:function" for a module's function).
 MODELS = {
     "openvla": (write_openvla, requests, f"{MODULE}.OpenVLAImageProcessor", "__call__"),
     "isaac": (write_isaac, isaac_requests, f"{ISAAC}.IsaacImageProcessor", "__call__"),
@@ -155,6 +233,7 @@ MODELS = {
         f"{deepseek_vl2.MODULE}.DeepseekVLV2Processor",
         "tokenize_with_images",
     ),
+    "muse_spark": (write_muse_spark, muse_spark_requests, None, f"{MUSE_SPARK}:_resize"),
 }
 
 
@@ -191,7 +270,7 @@ def sides(both):
 def assert_same_requests(on: dict, off: dict, model: str, names: list[str]) -> None:
     """Served on the plugin's side only, the same class on both, each request's outputs equal."""
     assert on["served"] and not off["served"], model
-    assert on["class"] == off["class"] == MODELS[model][2]
+    assert on["class"] == off["class"] == (MODELS[model][2] or "builtins.NoneType")
     for name in names:
         got, expected = on[name], off[name]
         for field in ("prompt_token_ids", "mm_placeholders", "mm_hashes"):
@@ -209,6 +288,15 @@ def assert_served_without_hand_backs(on: dict, off: dict, cls: str) -> None:
 def test_no_call_of_any_model_is_handed_back(both):
     on, _ = both
     assert not [line for line in on["log"] if "serves this call" in line], on["log"]
+
+
+def test_muse_spark_same_outputs_plugin_on_and_off(both):
+    """Muse Spark: vLLM's own preprocessing (no processor object), its Pillow LANCZOS resizes served."""
+    on, off = model_sides(both, "muse_spark")
+    assert_same_requests(on, off, "muse_spark", [name for name, *_ in muse_spark_requests()])
+    assert [tuple(t.shape) for item in on["two"]["tensors"] for t in item.values()] == [(3, 476, 644), (3, 644, 476)]
+    assert [tuple(item["videos"].shape) for item in on["video-8"]["tensors"]] == [(4, 3, 196, 252)]
+    assert_served_without_hand_backs(on, off, "Muse Spark preprocessing")
 
 
 def test_step3_same_outputs_plugin_on_and_off(both):
@@ -368,6 +456,49 @@ def test_isaac_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
         "vLLM's IsaacImageProcessor serves: its patchify_vision is not vllm 0.34.0's (the one this reproduces)"
     ), said
     assert cls.__call__ is original
+
+
+def test_muse_spark_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
+    """In this process: served resizes equal vLLM's own (an image's HWC-backed view, a video's frames); an image
+    not in RGB and frames of one channel go to vLLM's functions; a vLLM whose function changed is not served."""
+    import importlib
+
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from fused_input_norm import vllm_muse_spark
+
+    module = importlib.import_module(MUSE_SPARK)
+    originals = {name: unwrapped(monkeypatch, module, name) for name in ("_resize", "_resize_frames")}
+    for name, original in originals.items():  # what this test's end puts back, whatever serve() does here
+        monkeypatch.setattr(module, name, original)
+    messages = []
+    log = logging.getLogger("test_vllm_own")
+    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    assert "serves vLLM's Muse Spark preprocessing" in vllm_muse_spark.serve(log)
+    image = Image.fromarray(photo(301, 517, 70))
+    got, expected = module._resize(image, 196, 336), originals["_resize"](image, 196, 336)
+    assert torch.equal(got, expected) and got.stride() == expected.stride()
+    frames = torch.from_numpy(np.stack([photo(97, 61, 71 + i) for i in range(4)])).permute(0, 3, 1, 2)
+    got, expected = module._resize_frames(frames, 56, 28), originals["_resize_frames"](frames, 56, 28)
+    assert torch.equal(got, expected) and got.stride() == expected.stride()
+    # Inputs vLLM never hands them (it makes both RGB first): its own functions' own errors, raised the same.
+    for name, args in [("_resize", (image.convert("L"), 28, 56)), ("_resize_frames", (frames[:, :1], 28, 28))]:
+        with pytest.raises(Exception) as theirs:
+            originals[name](*args)
+        with pytest.raises(type(theirs.value)):
+            getattr(module, name)(*args)
+    assert any("mode 'L', not RGB" in m for m in messages), messages
+    assert any("frames of 1 channels" in m for m in messages), messages
+    for name, original in originals.items():
+        monkeypatch.setattr(module, name, original)
+    monkeypatch.setattr(module, "_resize", lambda image, target_h, target_w: None)
+    said = vllm_muse_spark.serve(log)
+    assert said == (
+        "vLLM's Muse Spark preprocessing stays its own: its _resize is not vllm 0.34.0's (the one this reproduces)"
+    ), said
+    assert module._resize_frames is originals["_resize_frames"]
 
 
 if __name__ == "__main__":

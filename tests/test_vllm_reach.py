@@ -48,7 +48,7 @@ def on_off_tested() -> dict[str, set[str]]:
     """The families (and vllm_* modules) whose vLLM on-vs-off test runs, per modality: images from
     tests/test_vllm_families.py's models, videos from its video models (InternVL chat, LLaVA-OV, InternVL-hf)
     tests/test_vllm_processor.py's Qwen-VL models, tests/test_vllm_copies.py's (Ovis's videos too) and
-    tests/test_vllm_gemma4.py's models (its images and videos), tests/test_vllm_moondream3.py's (Moondream 3), tests/test_vllm_own.py's (Step3-VL, DeepSeek-VL2, OpenVLA, Isaac),
+    tests/test_vllm_gemma4.py's models (its images and videos), tests/test_vllm_moondream3.py's (Moondream 3), tests/test_vllm_own.py's (Step3-VL, DeepSeek-VL2, OpenVLA, Isaac, Muse Spark's images and videos),
     tests/test_vllm_kimi.py's (Kimi-K2.5 images and video chunks, K3, K3.1), tests/test_vllm_deepseek_v4.py's
     (DeepSeek-V4 / V4.1) and tests/test_vllm_mistral.py's (Mistral-format checkpoints)."""
     import test_vllm_families
@@ -71,6 +71,8 @@ def on_off_tested() -> dict[str, set[str]]:
     images.add("vllm_step3")  # tests/test_vllm_own.py: vLLM's own Step3-VL processor
     images.add("vllm_openvla")  # tests/test_vllm_own.py: vLLM's own OpenVLA processor
     images.add("vllm_isaac")  # tests/test_vllm_own.py: vLLM's own Isaac processor
+    images.add("vllm_muse_spark")  # tests/test_vllm_own.py: Muse Spark's own preprocessing, images and videos
+    videos.add("vllm_muse_spark")
     images.add("vllm_kimi")  # tests/test_vllm_kimi.py: vLLM's own Kimi processor (K2.5's video chunks too)
     images.add("vllm_mistral")  # tests/test_vllm_mistral.py: Mistral-format checkpoints (mistral_common's encoder)
     videos.add("vllm_kimi")
