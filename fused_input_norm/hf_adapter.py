@@ -115,6 +115,11 @@ class _Adapter:
         """Classes the stand-in subclass lists after upstream's (the generic path's primitives); none here."""
         return ()
 
+    @classmethod
+    def _extra_namespace(cls, upstream_class: type) -> dict[str, Any]:
+        """Functions the stand-in subclass defines itself (the generic path's by-name calls); none here."""
+        return {}
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "_upstream_class" not in vars(cls):  # an adapter class, not one of its stand-in subclasses
@@ -206,6 +211,7 @@ def _stand_in_class(adapter_class: type, upstream_class: type) -> type:
                 "__module__": upstream_class.__module__,
                 "__qualname__": upstream_class.__qualname__,
                 "__doc__": adapter_class.__doc__,
+                **adapter_class._extra_namespace(upstream_class),
             }
             bases = (adapter_class, upstream_class, *adapter_class._extra_bases(upstream_class))
             cls = type(upstream_class.__name__, bases, namespace)
@@ -679,6 +685,12 @@ class _GenericAdapter(_Adapter):
 
         backend = backend_of(upstream_class)
         return () if backend is None else (primitives(backend),)
+
+    @classmethod
+    def _extra_namespace(cls, upstream_class: type) -> dict[str, Any]:
+        from .hf_primitives import by_name_calls
+
+        return by_name_calls(upstream_class)
 
     def __init__(self, upstream: Any, log: logging.Logger = logger):
         reason = unsupported_generic(upstream)

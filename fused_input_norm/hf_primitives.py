@@ -16,7 +16,10 @@ reason, through the adapter's _handed_back):
   PilBackend.resize           uint8 [3, H, W] arrays, bilinear / bicubic / lanczos, no reducing_gap: the
                               engine's "pil" reference (the installed Pillow's pass order).
 Anything else (a float input, antialias=False, nearest, LANCZOS where transformers falls back to BICUBIC, a
-1x1 target torch refuses, torch.compile tracing) is the backend's own. rescale_and_normalize stays the
+1x1 target torch refuses, torch.compile tracing) is the backend's own. A model's own function that calls a
+primitive by the backend's name (`TorchvisionBackend.resize(self, ...)`, as Glm5NextVideoProcessor.resize does),
+past the class the adapter puts above the backend, runs as a copy of itself whose global name for the backend
+is that class (`by_name_calls`): the same code, the same primitives. rescale_and_normalize stays the
 backend's: its convert, subtract and divide are three vectorized passes that no exact kernel here beats (the
 fused kernel computes x * w + b, within 1e-6 but not bit for bit; a subtraction reading the uint8 directly
 measured 3x slower: torch's mixed-dtype loop).
@@ -220,6 +223,40 @@ class PilPrimitives:
             self._handed_back(f"resize: {out}")
             return super().resize(image, size, resample=resample, reducing_gap=reducing_gap, **kwargs)
         return out
+
+
+def _names(code, name: str) -> bool:
+    """Whether `code` (or a function, lambda or comprehension inside it) reads the global `name`."""
+    return name in code.co_names or any(_names(const, name) for const in code.co_consts if hasattr(const, "co_names"))
+
+
+def by_name_calls(upstream_class: type) -> dict[str, object]:
+    """The model's own functions (upstream's class and its bases below the backend, each name as the MRO finds
+    it) that read the backend by its global name, as copies whose globals name primitives(backend) instead, to
+    be set on the adapter's class; {} where none does."""
+    import types
+
+    backend = backend_of(upstream_class)
+    if backend is None:
+        return {}
+    fused, seen, copies = primitives(backend), set(), {}
+    for klass in upstream_class.__mro__:
+        if klass is backend or issubclass(backend, klass):
+            break
+        for name, value in vars(klass).items():
+            if name in seen:
+                continue
+            seen.add(name)
+            if not isinstance(value, types.FunctionType) or value.__globals__.get(backend.__name__) is not backend:
+                continue
+            if _names(value.__code__, backend.__name__):
+                rebound = {**value.__globals__, backend.__name__: fused}
+                copy = types.FunctionType(
+                    value.__code__, rebound, value.__name__, value.__defaults__, value.__closure__
+                )
+                copy.__kwdefaults__ = value.__kwdefaults__
+                copies[name] = functools.update_wrapper(copy, value)
+    return copies
 
 
 @functools.cache

@@ -67,7 +67,8 @@ VIDEO_CLASSES = [
     ("MuseGlimmerVideoProcessor", {}),
 ]
 # Classes whose own code resizes without the backend's resize (Gemma 4 calls tvF.resize itself; Glm5Next's
-# video frames this small are inside its token budget, kept as they are).
+# video frames this small are inside its token budget, kept as they are: its resize by the backend's name is
+# test_a_models_own_call_of_the_backend_by_name_reaches_the_package's).
 OWN_RESIZE = {
     "Gemma4ImageProcessor",
     "Gemma4ImageProcessorPil",
@@ -216,6 +217,21 @@ def test_video_processor_served_as_transformers_computes_it(served, name, kwargs
     same_call(adapter, upstream, [torch.from_numpy(clip(4, 61, 89))], **kwargs)
     same_call(adapter, upstream, videos[:1], do_rescale=False, do_normalize=False, return_tensors="pt", **kwargs)
     assert served["resize"] > 0 or name in OWN_RESIZE
+
+
+def test_a_models_own_call_of_the_backend_by_name_reaches_the_package(served):
+    """Glm5NextVideoProcessor.resize calls TorchvisionBackend.resize(self, ...) by the backend's name, past the
+    class the adapter puts above the backend: the adapter's class holds a copy of that function whose global
+    name is the package's primitives, so frames outside its token budget (down: 720p; up: a tiny clip) are
+    resized by the engine, equal to transformers'."""
+    cls = processor_class("Glm5NextVideoProcessor")
+    upstream = cls()
+    adapter = FusedHFGenericVideoProcessor(upstream)
+    assert type(adapter).resize is not cls.resize and type(adapter).resize.__wrapped__ is cls.resize
+    for video in [clip(4, 720, 1280), clip(2, 23, 41)]:  # a 200-token budget: 720p frames down, tiny ones up
+        before = served["resize"]
+        same_call(adapter, upstream, [video], do_sample_frames=False, max_image_tokens=200, return_tensors="pt")
+        assert served["resize"] > before, video.shape
 
 
 def test_a_float_resize_without_antialias_is_handed_back_with_its_reason(caplog):

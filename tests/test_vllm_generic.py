@@ -233,9 +233,7 @@ GEMMA4_UNSERVED = "Gemma 4's processors call tvF.resize themselves, not the back
 MOLMO2_UNSERVED = "Molmo2 resizes float32 images, which the uint8 resize hands back"
 UNSERVED = {"gemma4": GEMMA4_UNSERVED, "gemma4_unified": GEMMA4_UNSERVED, "diffusion_gemma": GEMMA4_UNSERVED}
 UNSERVED["molmo2"] = MOLMO2_UNSERVED
-VIDEO_UNSERVED = UNSERVED | {
-    "glm5_next": "Glm5NextVideoProcessor calls TorchvisionBackend.resize by name, past the generic path's resize"
-}
+VIDEO_UNSERVED = dict(UNSERVED)
 # The calls the generic path may hand back to transformers (the log line's reason), for any class: gray and
 # RGBA PIL images are read by transformers' own process_image, RGB ones by the package (vLLM 0.34.0 converts
 # the gray and RGBA requests here to RGB first, so none is logged today)...
