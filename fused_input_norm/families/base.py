@@ -31,7 +31,9 @@ the longest edge, then multiples of the tile, then the crops and the global imag
 image (or an earlier stage) resized to its size and kept as uint8 [C, h, w], exactly the reference's bytes
 (the same kernel with the identity affine and a uint8 output), and stage k is image len(images) + k to later
 stages and to the jobs. A job whose size is its box's own size copies that box exactly (no resampling pass
-runs): a crop of a stage is a job of a box of the stage at the box's size.
+runs): a crop of a stage is a job of a box of the stage at the box's size. A job with `pad` places its crop
+on a canvas of a fill byte; `padded` makes the job of Pillow's ImageOps.pad (a contain-fit, centered), which
+the DeepSeek plans share.
 
 Imports nothing from the package but checks and geometry: config.py, processor.py and the adapters read the families.
 """
@@ -158,3 +160,26 @@ def not_one_pixel(where: str, name: str, height: int, width: int) -> None:
     the adapter hands the call to transformers, whose answer (that error, or its Pil backend's pixel) it is."""
     if (height, width) == (1, 1):
         raise ValueError(f"{where}: {name} resizes every image to 1x1, which transformers' torchvision resize cannot")
+
+
+def contained(height: int, width: int, box_h: int, box_w: int) -> tuple[int, int]:
+    """(height, width) of Pillow's ImageOps.contain of a height x width image to box_w x box_h: one side the
+    box's, the other as Pillow rounds it (Python's round of its float expression)."""
+    image_ratio, box_ratio = width / height, box_w / box_h
+    if image_ratio > box_ratio:
+        return round(height / width * box_w), box_w
+    if image_ratio < box_ratio:
+        return box_h, round(width / height * box_h)
+    return box_h, box_w
+
+
+def padded(i: int, height: int, width: int, canvas: tuple[int, int], fill, slots, where: str, **kw) -> Job:
+    """The job writing image i as Pillow's ImageOps.pad puts it on a canvas (height, width) of the fill byte:
+    the contain-fit resize, centered (Python's round of half the margin): DeepSeek-V4's, DeepSeek-OCR's and
+    DeepSeek-VL2's plans. `kw`: the rest of the Job (patches)."""
+    fitted = contained(height, width, *canvas)
+    if min(fitted) == 0:  # Pillow pads an empty image: a blank canvas, no resize
+        raise ValueError(f"{where}: image {i} ({height}x{width}) fits {canvas[0]}x{canvas[1]} as an empty image")
+    top, left = round((canvas[0] - fitted[0]) * 0.5), round((canvas[1] - fitted[1]) * 0.5)
+    pad = (*canvas, top, left, fill) if fitted != canvas else ()
+    return Job(i, fitted, (0, 0, *fitted), slots, pad=pad, **kw)

@@ -16,8 +16,7 @@ import torch
 
 from ..checks import positive_int
 from . import got_ocr2, internvl_chat
-from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, Stage, side
-from .deepseek_v4 import padded
+from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, Stage, padded, side
 
 KIND = "deepseek_ocr"
 TYPES = ("DeepseekOCRProcessor",)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import torch
 
 from ..checks import is_int, positive_int
-from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan
+from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, padded
 
 KIND = "deepseek_v4"
 TYPES = ("DeepseekV4VLImageProcessor",)  # no transformers class: vllm_deepseek_v4 builds the config
@@ -133,29 +133,6 @@ def canvas(height: int, width: int, o: Mapping, patch: int) -> tuple[int, int]:
         best = v4_solve(h, w, patch, ratio, budget)
         budget -= 1
     return best
-
-
-def contained(height: int, width: int, box_h: int, box_w: int) -> tuple[int, int]:
-    """(height, width) of Pillow's ImageOps.contain of a height x width image to box_w x box_h: one side the
-    box's, the other as Pillow rounds it (Python's round of its float expression)."""
-    image_ratio, box_ratio = width / height, box_w / box_h
-    if image_ratio > box_ratio:
-        return round(height / width * box_w), box_w
-    if image_ratio < box_ratio:
-        return box_h, round(width / height * box_h)
-    return box_h, box_w
-
-
-def padded(i: int, height: int, width: int, canvas: tuple[int, int], fill, slots, where: str, **kw) -> Job:
-    """The job writing image i as Pillow's ImageOps.pad puts it on a canvas (height, width) of the fill byte:
-    the contain-fit resize, centered (Python's round of half the margin); DeepSeek-OCR's and DeepSeek-VL2's
-    plans share it. `kw`: the rest of the Job (patches)."""
-    fitted = contained(height, width, *canvas)
-    if min(fitted) == 0:  # Pillow pads an empty image: a blank canvas, no resize
-        raise ValueError(f"{where}: image {i} ({height}x{width}) fits {canvas[0]}x{canvas[1]} as an empty image")
-    top, left = round((canvas[0] - fitted[0]) * 0.5), round((canvas[1] - fitted[1]) * 0.5)
-    pad = (*canvas, top, left, fill) if fitted != canvas else ()
-    return Job(i, fitted, (0, 0, *fitted), slots, pad=pad, **kw)
 
 
 def plan(s, shapes: list, where: str) -> Plan:

@@ -16,8 +16,7 @@ import torch
 
 from ..checks import is_int
 from . import internvl_chat
-from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Plan
-from .deepseek_v4 import padded
+from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Plan, padded
 
 KIND = "deepseek_vl2"
 TYPES = ("DeepseekVLV2Processor",)  # no transformers class: vllm_deepseek_vl2 builds the config
