@@ -421,6 +421,19 @@ def bound_arguments(
     return bound.arguments
 
 
+def wrap_bound(cls: type, name: str, serve_bound, log: logging.Logger) -> None:
+    """wrap_method for a call served from its arguments: `serve_bound(upstream, arguments)` gets each call's
+    arguments bound to cls.<name>'s signature, defaults applied (a subclass, or arguments that do not bind, go
+    to vLLM's code: bound_arguments), and returns the result or why vLLM's code serves the call."""
+    signature = inspect.signature(getattr(cls, name))
+
+    def serve_call(upstream, args: tuple, kwargs: dict) -> object:
+        call = bound_arguments(cls, name, signature, upstream, args, kwargs)
+        return call if isinstance(call, str) else serve_bound(upstream, call)
+
+    wrap_method(cls, name, serve_call, HandedBack(log))
+
+
 def wrap_method(cls: type, name: str, serve_call, handed_back) -> None:
     """Replaces cls.<name> by one that returns `serve_call(self, args, kwargs)`, or, where that gives a reason
     (a str), logs it through `handed_back` and runs the original. A method wrapped already is left as it is

@@ -26,7 +26,7 @@ import logging
 import torch
 
 from . import resize
-from .vllm_internvl import HandedBack, bound_arguments, unwrapped_class, wrap_method
+from .vllm_internvl import unwrapped_class, wrap_bound
 
 MODULE = "vllm.transformers_utils.processors.isaac"
 CLASS = "IsaacImageProcessor"
@@ -57,21 +57,12 @@ def serve(log: logging.Logger) -> str:
     module, cls, stop = unwrapped_class(MODULE, CLASS, "__call__", REPRODUCED, served)
     if stop is not None:
         return stop
-    signature = inspect.signature(cls.__call__)
-    wrap_method(
-        cls,
-        "__call__",
-        lambda upstream, args, kwargs: _served(module, cls, signature, upstream, args, kwargs),
-        HandedBack(log),
-    )
+    wrap_bound(cls, "__call__", lambda upstream, call: _served(module, upstream, call), log)
     return served
 
 
-def _served(module, cls, signature, upstream, args: tuple, kwargs: dict) -> object:
-    """What vLLM's IsaacImageProcessor.__call__ returns, or why this call goes to its code."""
-    call = bound_arguments(cls, "__call__", signature, upstream, args, kwargs)
-    if isinstance(call, str):
-        return call
+def _served(module, upstream, call: dict) -> object:
+    """What vLLM's IsaacImageProcessor.__call__ returns for these arguments, or why this call goes to its code."""
     if not resize.torch_uint8_kernel():
         return f"torch resizes uint8 with its float kernel at CPU capability {torch.backends.cpu.get_cpu_capability()}"
     images = call["images"]

@@ -30,7 +30,6 @@ vllm and mistral_common are imported only inside `serve`.
 """
 
 import importlib
-import inspect
 import logging
 
 import numpy as np
@@ -38,7 +37,7 @@ import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, bound_arguments, moved, unwrapped_class, wrap_method
+from .vllm_internvl import moved, unwrapped_class, wrap_bound
 
 MODULE = "vllm.transformers_utils.processors.pixtral"
 CLASS = "MistralCommonImageProcessor"
@@ -74,21 +73,13 @@ def serve(log: logging.Logger) -> str:
     reason = moved(encoder_module, ENCODER_REPRODUCED, "mistral_common 1.13")
     if reason is not None:
         return f"{label} stays mistral_common's: {reason}"
-    signature = inspect.signature(cls.__call__)
-    wrap_method(
-        cls,
-        "__call__",
-        lambda upstream, args, kwargs: _served(cls, encoder_module, signature, upstream, args, kwargs),
-        HandedBack(log),
-    )
+    wrap_bound(cls, "__call__", lambda upstream, call: _served(encoder_module, upstream, call), log)
     return served
 
 
-def _served(cls, encoder_module, signature, upstream, args: tuple, kwargs: dict) -> object:
-    """The BatchFeature vLLM's MistralCommonImageProcessor returns, or why this call goes to its code."""
-    call = bound_arguments(cls, "__call__", signature, upstream, args, kwargs)
-    if isinstance(call, str):
-        return call
+def _served(encoder_module, upstream, call: dict) -> object:
+    """The BatchFeature vLLM's MistralCommonImageProcessor returns for these arguments, or why this call goes to
+    its code."""
     images, return_tensors = call["images"], call["return_tensors"]
     if return_tensors not in (None, "pt"):
         return f"return_tensors={return_tensors!r} (only None and 'pt' are served)"

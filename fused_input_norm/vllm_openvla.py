@@ -17,7 +17,6 @@ reproduce (no images, a subclass, means that are not three values) runs vLLM's o
 each kind logs why. vllm is imported only inside `serve`.
 """
 
-import inspect
 import logging
 from collections.abc import Sequence
 
@@ -26,7 +25,7 @@ import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, bound_arguments, unwrapped_class, wrap_method
+from .vllm_internvl import unwrapped_class, wrap_bound
 
 MODULE = "vllm.transformers_utils.processors.openvla"
 CLASS = "OpenVLAImageProcessor"
@@ -49,21 +48,13 @@ def serve(log: logging.Logger) -> str:
     module, cls, stop = unwrapped_class(MODULE, CLASS, "__call__", REPRODUCED, served)
     if stop is not None:
         return stop
-    signature = inspect.signature(cls.__call__)
-    wrap_method(
-        cls,
-        "__call__",
-        lambda upstream, args, kwargs: _served(module, cls, signature, upstream, args, kwargs),
-        HandedBack(log),
-    )
+    wrap_bound(cls, "__call__", lambda upstream, call: _served(module, upstream, call), log)
     return served
 
 
-def _served(module, cls, signature, upstream, args: tuple, kwargs: dict) -> dict | str:
-    """What vLLM's OpenVLAImageProcessor.__call__ returns, or why this call goes to its code."""
-    call = bound_arguments(cls, "__call__", signature, upstream, args, kwargs)
-    if isinstance(call, str):
-        return call
+def _served(module, upstream, call: dict) -> dict | str:
+    """What vLLM's OpenVLAImageProcessor.__call__ returns for these arguments, or why this call goes to its
+    code."""
     images = call["images"]
     if images is None:
         return "no images"
