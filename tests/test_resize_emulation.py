@@ -29,9 +29,14 @@ COMPILER = shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
 # A program built elsewhere (cross-built for aarch64), and the command that runs it (qemu-aarch64 -L SYSROOT).
 PREBUILT = os.environ.get("FUSED_INPUT_NORM_RESIZE_EMULATOR")
 RUNNER = shlex.split(os.environ.get("FUSED_INPUT_NORM_RESIZE_RUNNER", ""))
-pytestmark = pytest.mark.skipif(
-    COMPILER is None and not PREBUILT, reason="needs a C++17 host compiler (g++, c++ or clang++) on PATH"
-)
+# slow (15 s of CPU a run) and torch-free (the program compiles csrc/ alone): CI runs it in step 1, and the
+# aarch64 step under qemu, not again against each torch build.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        COMPILER is None and not PREBUILT, reason="needs a C++17 host compiler (g++, c++ or clang++) on PATH"
+    ),
+]
 
 FILTERS = {"bicubic": 1, "bilinear": 0, "lanczos": 2, "cv2_cubic": 3, "cv2_cubic_f32": 4, "bilinear_no_antialias": 5}
 PIL_FILTERS = {"bicubic": 3, "bilinear": 2, "lanczos": 1}  # PIL.Image.Resampling values
