@@ -26,6 +26,7 @@ import logging
 import torch
 
 from . import resize
+from .checks import is_int
 from .vllm_internvl import unwrapped_class, wrap_bound
 
 MODULE = "vllm.transformers_utils.processors.isaac"
@@ -71,6 +72,8 @@ def _served(module, upstream, call: dict) -> object:
         return "no images"
     options = call["kwargs"]
     patch, most, least, shuffle = (options.get(key, getattr(upstream, name)) for key, name in SETTINGS.items())
+    if not (is_int(patch) and is_int(shuffle)):  # vLLM's sizes are then floats, or its code raises: its own outcome
+        return f"patch_size {patch!r} or pixel_shuffle_scale {shuffle!r} is not an int"
     pixels, sizes = [], []
     for image in images:  # every image checked and sized (vLLM's own functions) before the first kernel runs
         hwc = module.extract_image_pil(image)

@@ -442,6 +442,14 @@ def test_isaac_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
         huge = Image.fromarray(np.zeros((1, 1), np.uint8)).resize((8000, 8000))  # 64 MP: over MAX_PIXELS
         with pytest.raises(ValueError, match="> MAX="):
             cls()([huge])
+        for bad in [{"patch_size": 16.0}, {"pixel_shuffle_scale": "2"}, {"patch_size": 0}]:  # vLLM's own outcome
+            try:
+                expected = original(cls(), images[:1], **bad)
+            except Exception as e:
+                with pytest.raises(type(e)):
+                    cls()(images[:1], **bad)
+            else:
+                assert torch.equal(cls()(images[:1], **bad)["pixel_values"], expected["pixel_values"]), bad
         monkeypatch.setattr(resize, "torch_uint8_kernel", lambda: False)
         got, expected = cls()(images), original(cls(), images)
         assert torch.equal(got["pixel_values"], expected["pixel_values"])
@@ -450,6 +458,7 @@ def test_isaac_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
     assert any("no images" in m for m in messages), messages
     assert any("Subclass is a subclass of IsaacImageProcessor" in m for m in messages), messages
     assert any("resizes uint8 with its float kernel" in m for m in messages), messages
+    assert any("patch_size 16.0 or pixel_shuffle_scale 2 is not an int" in m for m in messages), messages
     monkeypatch.setattr(module, "patchify_vision", lambda image, patch_size: None)
     said = vllm_isaac.serve(log)
     assert said == (
