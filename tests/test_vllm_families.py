@@ -802,6 +802,17 @@ def assert_same_tensors(name: str, got: list[dict], expected: list[dict]) -> Non
                 assert torch.equal(x, y), f"{where}: {int((x != y).sum())} values differ"
 
 
+def recorded_log(monkeypatch, name: str) -> tuple:
+    """A logger to hand a vllm_* module's serve() and the list its info lines land in, formatted, for the rest
+    of this test."""
+    import logging
+
+    messages = []
+    log = logging.getLogger(name)
+    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    return log, messages
+
+
 def unwrapped(monkeypatch, cls: type, name: str):
     """vLLM's own cls.<name> for the rest of this test: the plugin, registered in this pytest process by an
     earlier test, may have wrapped it already (vllm_internvl.wrap_method keeps the original beside it);

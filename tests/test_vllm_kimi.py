@@ -20,7 +20,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import HAS_VLLM, TEXT, assert_same_tensors, dump, outputs, tokenizer, unwrapped
+from test_vllm_families import HAS_VLLM, TEXT, assert_same_tensors, dump, outputs, recorded_log, tokenizer, unwrapped
 from test_vllm_processor import both_sides, photo
 
 pytestmark = pytest.mark.skipif(
@@ -190,9 +190,7 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
     module = importlib.import_module(MODULE)
     cls = module.KimiK25FusedVisionProcessor
     original = unwrapped(monkeypatch, cls, "preprocess")
-    messages = []
-    log = logging.getLogger("test_vllm_kimi")
-    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    log, messages = recorded_log(monkeypatch, "test_vllm_kimi")
     image = Image.fromarray(photo(300, 700, 1))
     media = lambda: [{"type": "image", "image": image}]  # noqa: E731 (preprocess converts the dicts in place)
     try:

@@ -26,7 +26,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import HAS_VLLM, dump, outputs, unwrapped
+from test_vllm_families import HAS_VLLM, dump, outputs, recorded_log, unwrapped
 from test_vllm_processor import class_name, photo, written_sides
 
 pytestmark = pytest.mark.skipif(
@@ -270,9 +270,7 @@ def test_calls_it_does_not_reproduce_run_mistral_commons_code(monkeypatch):
     module = importlib.import_module(MODULE)
     cls = module.MistralCommonImageProcessor
     original = unwrapped(monkeypatch, cls, "__call__")
-    messages = []
-    log = logging.getLogger("test_vllm_mistral")
-    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    log, messages = recorded_log(monkeypatch, "test_vllm_mistral")
     encoder = encoder_module.ImageEncoder(
         encoder_module.ImageConfig(**SMALL), encoder_module.SpecialImageIDs(10, 12, 13)
     )

@@ -18,7 +18,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import HAS_VLLM, assert_same_tensors, dump, outputs, tokenizer, unwrapped
+from test_vllm_families import HAS_VLLM, assert_same_tensors, dump, outputs, recorded_log, tokenizer, unwrapped
 from test_vllm_processor import both_sides, photo
 
 pytestmark = pytest.mark.skipif(
@@ -144,9 +144,7 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
     module = importlib.import_module(MODULE)
     cls = module.Moondream3Processor
     original = unwrapped(monkeypatch, cls, "preprocess_image")
-    messages = []
-    log = logging.getLogger("test_vllm_moondream3")
-    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    log, messages = recorded_log(monkeypatch, "test_vllm_moondream3")
 
     class Subclass(cls):
         pass

@@ -22,7 +22,6 @@ Compared: prompt_token_ids, mm_placeholders, mm_hashes and every tensor (float32
 asked). In-process tests check what is handed back to vLLM's code, and that a changed vLLM function is not served.
 """
 
-import logging
 import os
 import sys
 
@@ -31,7 +30,17 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_vllm_deepseek_vl2 as deepseek_vl2
 import test_vllm_step3 as step3
-from test_vllm_families import HAS_VLLM, TEXT, VISION, assert_same_tensors, dump, one_side, tokenizer, unwrapped
+from test_vllm_families import (
+    HAS_VLLM,
+    TEXT,
+    VISION,
+    assert_same_tensors,
+    dump,
+    one_side,
+    recorded_log,
+    tokenizer,
+    unwrapped,
+)
 from test_vllm_processor import both_sides, photo
 
 pytestmark = pytest.mark.skipif(
@@ -366,9 +375,7 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
     module = importlib.import_module(MODULE)
     cls = module.OpenVLAImageProcessor
     original = unwrapped(monkeypatch, cls, "__call__")
-    messages = []
-    log = logging.getLogger("test_vllm_own")
-    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    log, messages = recorded_log(monkeypatch, "test_vllm_own")
     try:
         assert "serves vLLM's OpenVLAImageProcessor" in vllm_openvla.serve(log)
         assert cls.__call__ is not original
@@ -412,9 +419,7 @@ def test_isaac_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
     module = importlib.import_module(ISAAC)
     cls = module.IsaacImageProcessor
     original = unwrapped(monkeypatch, cls, "__call__")
-    messages = []
-    log = logging.getLogger("test_vllm_own")
-    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    log, messages = recorded_log(monkeypatch, "test_vllm_own")
     try:
         assert "serves vLLM's IsaacImageProcessor" in vllm_isaac.serve(log)
         assert cls.__call__ is not original
@@ -482,9 +487,7 @@ def test_muse_spark_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
     originals = {name: unwrapped(monkeypatch, module, name) for name in ("_resize", "_resize_frames")}
     for name, original in originals.items():  # what this test's end puts back, whatever serve() does here
         monkeypatch.setattr(module, name, original)
-    messages = []
-    log = logging.getLogger("test_vllm_own")
-    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    log, messages = recorded_log(monkeypatch, "test_vllm_own")
     assert "serves vLLM's Muse Spark preprocessing" in vllm_muse_spark.serve(log)
     image = Image.fromarray(photo(301, 517, 70))
     got, expected = module._resize(image, 196, 336), originals["_resize"](image, 196, 336)

@@ -10,14 +10,13 @@ Compared: prompt_token_ids, mm_placeholders, mm_hashes, every tensor (float32 wi
 An in-process test checks what is handed back to vLLM's code, and that a changed vLLM function is not served.
 """
 
-import logging
 import os
 import sys
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_vllm_families import HAS_VLLM, TEXT, dump, tokenizer, unwrapped
+from test_vllm_families import HAS_VLLM, TEXT, dump, recorded_log, tokenizer, unwrapped
 from test_vllm_processor import photo
 
 pytestmark = pytest.mark.skipif(
@@ -95,9 +94,7 @@ def test_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
     module = importlib.import_module(MODULE)
     cls = module.Step3VLImageProcessor
     original = unwrapped(monkeypatch, cls, "__call__")
-    messages = []
-    log = logging.getLogger("test_vllm_step3")
-    monkeypatch.setattr(log, "info", lambda fmt, *args: messages.append(fmt % args))
+    log, messages = recorded_log(monkeypatch, "test_vllm_step3")
     try:
         assert "serves vLLM's Step3VLImageProcessor" in vllm_step3.serve(log)
         assert cls.__call__ is not original
