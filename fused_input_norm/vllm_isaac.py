@@ -58,11 +58,13 @@ def serve(log: logging.Logger) -> str:
     module, cls, stop = unwrapped_class(MODULE, CLASS, "__call__", REPRODUCED, served)
     if stop is not None:
         return stop
-    wrap_bound(cls, "__call__", lambda upstream, call: _served(module, upstream, call), log)
+    # prepare_image_tensor's multiplier: its `scale` default, bound when vLLM defined it (its source checked above)
+    scale = inspect.signature(module.prepare_image_tensor).parameters["scale"].default
+    wrap_bound(cls, "__call__", lambda upstream, call: _served(module, scale, upstream, call), log)
     return served
 
 
-def _served(module, upstream, call: dict) -> object:
+def _served(module, scale: float, upstream, call: dict) -> object:
     """What vLLM's IsaacImageProcessor.__call__ returns for these arguments, or why this call goes to its code."""
     if not resize.torch_uint8_kernel():
         return f"torch resizes uint8 with its float kernel at CPU capability {torch.backends.cpu.get_cpu_capability()}"
@@ -87,7 +89,6 @@ def _served(module, upstream, call: dict) -> object:
     rows = [(height // patch) * (width // patch) for height, width in sizes]
     out = torch.empty((sum(rows), 3 * patch * patch), dtype=torch.float32)
     # prepare_image_tensor's first step in the kernel: byte * scale + 0 rounded once is float32's byte * scale.
-    scale = inspect.signature(module.prepare_image_tensor).parameters["scale"].default
     weight, bias = torch.full((3,), scale, dtype=torch.float32), torch.zeros(3)
     start = 0
     for hwc, size, count in zip(pixels, sizes, rows, strict=True):
