@@ -42,6 +42,13 @@ def opencv(hwc: np.ndarray, size, resample: str) -> torch.Tensor:
     return torch.from_numpy(resized.reshape(*size, hwc.shape[2]).astype(np.float32)).permute(2, 0, 1)
 
 
+def coffee_crop(top: int, left: int, height: int, width: int, channels: int) -> np.ndarray:
+    """A contiguous HWC crop of the coffee photo with 1, 3 or 4 channels (the fourth a copy of the first): the
+    random-size tests' input."""
+    hwc = photo("coffee")[top : top + height, left : left + width]
+    return np.ascontiguousarray(np.concatenate([hwc, hwc[:, :, :1]], axis=2)[:, :, :channels])
+
+
 def assert_equal(got: torch.Tensor, expected: torch.Tensor, label: str) -> None:
     assert got.dtype == torch.float32 and got.shape == expected.shape, (label, got.dtype, got.shape, expected.shape)
     diff = (got.double() - expected.double()).abs()
@@ -95,8 +102,7 @@ def test_equal_to_opencv_on_photos(name, resample, case):
 def test_random_sizes_equal_to_opencv(top, left, in_h, in_w, out_h, out_w, channels, channels_last, resample):
     """Sizes, channel counts (the SIMD/scalar split of OpenCV's vertical loop falls at a multiple of 4 or 8 of
     width * channels) and both layouts."""
-    hwc = photo("coffee")[top : top + in_h, left : left + in_w]
-    hwc = np.ascontiguousarray(np.concatenate([hwc, hwc[:, :, :1]], axis=2)[:, :, :channels])
+    hwc = coffee_crop(top, left, in_h, in_w, channels)
     size = (out_h, out_w)
     module = FusedInputNorm.identity(channels)
     if channels_last:

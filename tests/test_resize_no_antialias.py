@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_resize import PHOTOS, photo, to_chw
-from test_resize_cv2 import SIZE_CASES
+from test_resize_cv2 import SIZE_CASES, coffee_crop
 
 from fused_input_norm import FusedInputNorm, ops
 from fused_input_norm.resize import torch_uint8_kernel
@@ -68,8 +68,7 @@ def test_equal_to_torch_on_photos(name, case):
 @example(top=0, left=0, in_h=120, in_w=160, out_h=2, out_w=159, channels=4, channels_last=True)
 @example(top=3, left=5, in_h=117, in_w=2, out_h=117, out_w=5, channels=1, channels_last=False)
 def test_random_sizes_equal_to_torch(top, left, in_h, in_w, out_h, out_w, channels, channels_last):
-    hwc = photo("coffee")[top : top + in_h, left : left + in_w]
-    hwc = np.ascontiguousarray(np.concatenate([hwc, hwc[:, :, :1]], axis=2)[:, :, :channels])
+    hwc = coffee_crop(top, left, in_h, in_w, channels)
     size = (out_h, out_w)
     source = torch.from_numpy(hwc).permute(2, 0, 1)  # torch's channels-last input, as Isaac hands it over
     expected = torch_resize(source if channels_last else source.contiguous(), size)
