@@ -84,19 +84,28 @@ def write_openvla(path: str) -> None:
     dump(path, "config.json", config)
 
 
-def requests():
-    """(name, prompt, images): one image each; the prompts start with the BOS Llama's tokenizer adds (the
-    WordLevel one here adds none)."""
+def photo_requests(placeholder: str, seed: int, pair: bool = False) -> list:
+    """The image requests the models here share, one image each (photo seeds from `seed`): SIZES, a grey and an
+    RGBA PIL image; with `pair`, two images in one prompt too."""
     import numpy as np
     from PIL import Image
 
-    out = [(f"{h}x{w}", "<s> describe", [Image.fromarray(photo(h, w, i))]) for i, (h, w) in enumerate(SIZES)]
-    rgb = photo(300, 400, 10)
-    alpha = (photo(300, 400, 11)[..., 0] // 2 + 64).astype("uint8")
-    out.append(("gray", "<s> describe", [Image.fromarray(rgb[..., 1])]))
-    out.append(("rgba", "<s> describe", [Image.fromarray(np.dstack([rgb, alpha]), "RGBA")]))
-    out.append(("array", "<s> describe", [photo(480, 640, 12)]))
+    prompt = f"{placeholder} describe"
+    out = [(f"{h}x{w}", prompt, [Image.fromarray(photo(h, w, seed + i))]) for i, (h, w) in enumerate(SIZES)]
+    rgb = photo(300, 400, seed + 10)
+    alpha = (photo(300, 400, seed + 11)[..., 0] // 2 + 64).astype("uint8")
+    out.append(("gray", prompt, [Image.fromarray(rgb[..., 1])]))
+    out.append(("rgba", prompt, [Image.fromarray(np.dstack([rgb, alpha]), "RGBA")]))
+    if pair:
+        two = [Image.fromarray(photo(480, 640, seed + 12)), Image.fromarray(photo(641, 479, seed + 13))]
+        out.append(("two", f"{placeholder} and {placeholder} describe", two))
     return out
+
+
+def requests():
+    """(name, prompt, images): one image each; the prompts start with the BOS Llama's tokenizer adds (the
+    WordLevel one here adds none)."""
+    return [*photo_requests("<s>", 0), ("array", "<s> describe", [photo(480, 640, 12)])]
 
 
 def write_isaac(path: str) -> None:
@@ -139,16 +148,9 @@ def write_isaac(path: str) -> None:
 
 def isaac_requests():
     """(name, prompt, images[, mm_processor_kwargs]): Isaac's prompts hold "<image>" per image."""
-    import numpy as np
     from PIL import Image
 
-    out = [(f"{h}x{w}", "<image> describe", [Image.fromarray(photo(h, w, 20 + i))]) for i, (h, w) in enumerate(SIZES)]
-    rgb = photo(300, 400, 30)
-    alpha = (photo(300, 400, 31)[..., 0] // 2 + 64).astype("uint8")
-    out.append(("gray", "<image> describe", [Image.fromarray(rgb[..., 1])]))
-    out.append(("rgba", "<image> describe", [Image.fromarray(np.dstack([rgb, alpha]), "RGBA")]))
-    pair = [Image.fromarray(photo(480, 640, 32)), Image.fromarray(photo(641, 479, 33))]
-    out.append(("two", "<image> and <image> describe", pair))
+    out = photo_requests("<image>", 20, pair=True)
     settings = {"vision_max_num_patches": 1024, "pixel_shuffle_scale": 1}
     out.append(("kwargs", "<image> describe", [Image.fromarray(photo(1080, 1920, 34))], settings))
     return out
@@ -213,15 +215,8 @@ def muse_spark_requests():
     white, a grey one, two in one prompt) and videos (8 frames at 4 fps, sampled to 4 at 2 fps; 3 frames, cut to
     the 2 a temporal patch takes; 1080p frames)."""
     import numpy as np
-    from PIL import Image
 
-    out = [(f"{h}x{w}", "<|patch|> describe", [Image.fromarray(photo(h, w, 40 + i))]) for i, (h, w) in enumerate(SIZES)]
-    rgb = photo(300, 400, 50)
-    alpha = (photo(300, 400, 51)[..., 0] // 2 + 64).astype("uint8")
-    out.append(("gray", "<|patch|> describe", [Image.fromarray(rgb[..., 1])]))
-    out.append(("rgba", "<|patch|> describe", [Image.fromarray(np.dstack([rgb, alpha]), "RGBA")]))
-    pair = [Image.fromarray(photo(480, 640, 52)), Image.fromarray(photo(641, 479, 53))]
-    out.append(("two", "<|patch|> and <|patch|> describe", pair))
+    out = photo_requests("<|patch|>", 40, pair=True)
     for name, count, fps, (h, w) in [("video-8", 8, 4.0, (240, 320)), ("video-3", 3, 1.0, (97, 61)),
                                       ("video-1080p", 4, 2.0, (1080, 1920))]:  # fmt: skip
         frames = np.stack([photo(h, w, 60 + i) for i in range(count)])
