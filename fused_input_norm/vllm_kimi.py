@@ -26,7 +26,6 @@ Importing MODULE imports numba (seconds): the plugin calls `serve` only once vLL
 """
 
 import functools
-import inspect
 import logging
 import math
 
@@ -34,7 +33,7 @@ import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, unwrapped_class, wrap_method
+from .vllm_internvl import unwrapped_class, wrap_bound
 
 MODULE = "vllm.transformers_utils.processors.kimi_k25_vision_fused"
 CLASS = "KimiK25FusedVisionProcessor"
@@ -61,25 +60,12 @@ def serve(log: logging.Logger) -> str:
     module, cls, stop = unwrapped_class(MODULE, CLASS, "preprocess", REPRODUCED, served)
     if stop is not None:
         return stop
-    original = cls.preprocess
-    signature = inspect.signature(original)
-
-    def serve_call(upstream, args: tuple, kwargs: dict) -> object:
-        try:
-            call = signature.bind(upstream, *args, **kwargs)
-        except TypeError as e:
-            return f"arguments {CLASS}.preprocess does not take ({e})"
-        call.apply_defaults()
-        return _served(cls, module, upstream, call.arguments)
-
-    wrap_method(cls, "preprocess", serve_call, HandedBack(log))
+    wrap_bound(cls, "preprocess", lambda upstream, call: _served(module, upstream, call), log)
     return served
 
 
-def _served(cls, module, upstream, call: dict) -> object:
+def _served(module, upstream, call: dict) -> object:
     """The BatchFeature vLLM's preprocess returns for this call, or why it goes to vLLM's code."""
-    if type(upstream) is not cls:
-        return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
     normalize, rescale, return_tensors = call["do_normalize"], call["do_rescale"], call["return_tensors"]
     if not isinstance(normalize, bool) or rescale is not normalize:
         return f"do_rescale={rescale!r}, do_normalize={normalize!r} (vLLM asserts they are equal)"

@@ -24,14 +24,13 @@ vllm is imported only inside `serve`.
 """
 
 import functools
-import inspect
 import logging
 
 import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, pil_images, unwrapped_class, wrap_method
+from .vllm_internvl import pil_images, unwrapped_class, wrap_bound
 
 MODULE = "vllm.transformers_utils.processors.step3_vl"
 CLASS = "Step3VLImageProcessor"
@@ -74,27 +73,12 @@ def serve(log: logging.Logger) -> str:
         return stop
     if getattr(module, "MAX_IMAGE_SIZE", None) != MAX_IMAGE_SIZE:
         return f"vLLM's {CLASS} serves: its MAX_IMAGE_SIZE is not {MAX_IMAGE_SIZE}"
-    original = cls.__call__
-    handed_back = HandedBack(log)
-
-    signature = inspect.signature(original)
-
-    def serve_call(upstream, args: tuple, kwargs: dict) -> object:
-        try:
-            call = signature.bind(upstream, *args, **kwargs)
-        except TypeError as e:
-            return f"arguments {CLASS}.__call__ does not take ({e})"
-        call.apply_defaults()
-        return _served(cls, upstream, call.arguments["images"], call.arguments["return_tensors"])
-
-    wrap_method(cls, "__call__", serve_call, handed_back)
+    wrap_bound(cls, "__call__", lambda upstream, call: _served(upstream, call["images"], call["return_tensors"]), log)
     return served
 
 
-def _served(cls, upstream, images, return_tensors) -> object:
+def _served(upstream, images, return_tensors) -> object:
     """The BatchFeature vLLM's Step3VLImageProcessor returns, or why this call goes to vLLM's code."""
-    if type(upstream) is not cls:
-        return f"{type(upstream).__name__} is a subclass of {cls.__name__} with preprocessing of its own"
     if return_tensors not in (None, "pt"):
         return f"return_tensors={return_tensors!r} (only 'pt' is served)"
     images = pil_images(images, ("RGB",), "vLLM's Normalize fails on other than 3 channels")
