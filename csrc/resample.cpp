@@ -19,9 +19,11 @@ ResampleFilter parse_filter(const char* op, const std::string& filter) {
   if (filter == "cv2_cubic") return ResampleFilter::kCv2Cubic;
   if (filter == "cv2_cubic_f32") return ResampleFilter::kCv2CubicFloat;
   if (filter == "bilinear_no_antialias") return ResampleFilter::kBilinearNoAntialias;
+  if (filter == "bilinear_no_antialias_f32") return ResampleFilter::kBilinearFloat;
+  if (filter == "bilinear_no_antialias_f32_cl") return ResampleFilter::kBilinearFloatChannelsLast;
   fail(ArgError::kValue, op,
-       ": resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32' or 'bilinear_no_antialias', "
-       "got '",
+       ": resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
+       "'bilinear_no_antialias_f32' or 'bilinear_no_antialias_f32_cl', got '",
        filter, "'");
 }
 
@@ -53,15 +55,21 @@ void check_plan(const char* name, const Tensor& plan, const torch::stable::Devic
            header[PlanHeader::kOutSize], ", the call resamples ", in_size, " -> ", out_size);
     }
     const int32_t precision = header[PlanHeader::kPrecision];
-    const bool cv2 = is_cv2(filter);
-    bool valid = cv2 ? precision == (filter == ResampleFilter::kCv2Cubic ? cv2_cubic::kCoefBits : 0)
-                     : precision >= 1 && precision <= 22;
+    const bool cv2 = is_cv2(filter), linear = is_linear_f32(filter);
+    bool valid = cv2 || linear ? precision == (filter == ResampleFilter::kCv2Cubic ? cv2_cubic::kCoefBits : 0)
+                               : precision >= 1 && precision <= 22;
     const int32_t* bounds = header + PlanHeader::kSize;
     for (int64_t o = 0; valid && o < out_size; ++o) {
       const int64_t first = bounds[2 * o], count = bounds[2 * o + 1];
-      // cv2: the taps sx - 1 .. sx + 2 with sx in [-1, in_size - 1], each clamped into the image by the kernels
-      valid = cv2 ? first >= -2 && first <= in_size - 2 && count == taps
-                  : first >= 0 && count >= 0 && count <= taps && first + count <= in_size;
+      // cv2: the taps sx - 1 .. sx + 2 with sx in [-1, in_size - 1], each clamped into the image by the kernels;
+      // linear: i0 and i0 + 1, the second clamped.
+      if (cv2) {
+        valid = first >= -2 && first <= in_size - 2 && count == taps;
+      } else if (linear) {
+        valid = first >= 0 && first < in_size && count == taps;
+      } else {
+        valid = first >= 0 && count >= 0 && count <= taps && first + count <= in_size;
+      }
     }
     if (!valid) fail(ArgError::kValue, kOp, ": ", name, " is not a plan made by resample_plan (corrupt windows)");
   }
@@ -177,6 +185,8 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   p.col_plan = axis("col_plan", col_plan, p.in_w, p.out_w);
   if (cv2 && vertical_first)
     fail(ArgError::kValue, kOp, ": vertical_first must be False: OpenCV resamples across first");
+  if (is_linear_f32(p.filter) && vertical_first)
+    fail(ArgError::kValue, kOp, ": vertical_first must be False: the float32 bilinear has one pass");
   p.vertical_first = vertical_first;
 
   if (crop.size() != 4) fail(ArgError::kValue, kOp, ": crop must be (top, left, height, width), got ", int_list(crop));

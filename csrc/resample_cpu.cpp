@@ -59,7 +59,8 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
   const auto* b = static_cast<const float*>(bias.const_data_ptr());
   // Bands, rows and the layout are the canvas's (the crop's without padding): canvas_band makes each band.
   const int64_t C = p.channels, h = p.canvas_h, width = p.canvas_w;
-  const bool patches = p.patch > 0, cv2 = is_cv2(p.filter);
+  const bool patches = p.patch > 0, linear = is_linear_f32(p.filter);
+  const bool float_band = is_cv2(p.filter) || linear;  // float32 bands: the cv2 filters' and linear_f32's
   // Tiles taller than a band (InternVL's 448, LLaVA-OneVision's 384, Llama 4's 336: patches (1, tile, 1)):
   // bands of kBandRows rows, each written straight into the tiles it crosses. A row of tiles as one band
   // (1.8 MB of bytes and 7 MB of float32 for 1344-wide 448 tiles) left L2 and made the tiles 1.2-1.7x the
@@ -107,23 +108,26 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
         const int64_t image = task / bands, band = task % bands;  // image: the group of frames in clip mode
         const int64_t y0 = band * band_rows, y1 = std::min(h, y0 + band_rows), rows = y1 - y0;
         std::vector<uint8_t>& buffer = scratch.band;
-        std::vector<float>& cv2_buffer = scratch.cv2_band;
-        if (cv2) {
-          cv2_buffer.resize(static_cast<size_t>(frames * C * rows * width));
-          for (int64_t t = 0; t < frames; ++t) {
-            cv2_canvas_band(p, in, image * frames + t, y0, rows, cv2_buffer.data() + t * frame_elems);
+        std::vector<float>& float_buffer = scratch.cv2_band;
+        if (float_band) {
+          float_buffer.resize(static_cast<size_t>(frames * C * rows * width));
+          if (!linear) {
+            for (int64_t t = 0; t < frames; ++t) {
+              cv2_canvas_band(p, in, image * frames + t, y0, rows, float_buffer.data() + t * frame_elems);
+            }
           }
         } else {
           buffer.resize(
               static_cast<size_t>(frames * C * rows * width + 16));  // + 16: cut_patch_rows_from_band_*'s loads
         }
         // The band, resampled, is the source of the affine's own strided walker (affine_cpu_kernels.h): bytes,
-        // or float32 for the cv2 filters.
+        // or float32 for the cv2 filters and linear_f32.
         with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
-          if (!cv2) {
-            for (int64_t t = 0; t < frames; ++t) {
-              canvas_band<cap>(p, pairs, call, in, image * frames + t, t, y0, rows, buffer.data() + t * frame_elems);
-            }
+          for (int64_t t = 0; t < frames && !float_band; ++t) {
+            canvas_band<cap>(p, pairs, call, in, image * frames + t, t, y0, rows, buffer.data() + t * frame_elems);
+          }
+          for (int64_t t = 0; t < frames && linear; ++t) {
+            linear_f32_canvas_band<cap>(p, in, image * frames + t, y0, rows, float_buffer.data() + t * frame_elems);
           }
           const auto write = [&](const auto* src) FIN_CPU_KERNEL_LAMBDA {
             using band_t = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
@@ -182,8 +186,8 @@ void run_resize_cpu(const Tensor& out, const Tensor& input, const Tensor& weight
               }
             }
           };
-          if (cv2) {
-            write(static_cast<const float*>(cv2_buffer.data()));
+          if (float_band) {
+            write(static_cast<const float*>(float_buffer.data()));
           } else {
             write(static_cast<const uint8_t*>(buffer.data()));
           }

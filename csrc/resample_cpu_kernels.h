@@ -630,6 +630,7 @@ struct Scratch {
   std::vector<float> cv2_band_source;      // cv2_cubic_f32: one source row as float32,
   std::vector<int32_t> cv2_band_taps;      // and each column's clamped source columns
   std::vector<float> cv2_band_coeffs;      // and coefficients
+  std::vector<LinearTaps> linear_cols;     // bilinear_no_antialias_f32: each column's taps
 };
 thread_local Scratch scratch;
 
@@ -661,7 +662,7 @@ void release_large_scratch() {
                 capacity_bytes(scratch.converted) + capacity_bytes(scratch.acc) + capacity_bytes(scratch.cv2_first) +
                 capacity_bytes(scratch.cv2_band) + capacity_bytes(scratch.cv2_taps) +
                 capacity_bytes(scratch.cv2_band_source) + capacity_bytes(scratch.cv2_band_taps) +
-                capacity_bytes(scratch.cv2_band_coeffs);
+                capacity_bytes(scratch.cv2_band_coeffs) + capacity_bytes(scratch.linear_cols);
   for (const FirstRows& f : first_rows) kept += capacity_bytes(f.data);
 #if defined(FIN_RESAMPLE_ROWS16)
   kept += capacity_bytes(pair_columns) + capacity_bytes(row_columns) + capacity_bytes(row_results);
@@ -947,6 +948,50 @@ inline void cv2_canvas_band(const ResizePlan& p, const uint8_t* input, int64_t b
         const float v[4] = {plane_of[rows_of[0] + x], plane_of[rows_of[1] + x], plane_of[rows_of[2] + x],
                             plane_of[rows_of[3] + x]};
         out[x] = cv2_vertical_sum(v, coeffs, fixed, cv2_simd_lane((p.left + x) * C + c, row_len, fixed));
+      }
+    }
+  }
+}
+
+template <CpuCapability cap>
+struct CapabilityFma {
+  FIN_CPU_KERNEL float operator()(float a, float b, float c) const { return affine_on<cap>(a, b, c); }
+};
+
+// canvas_band for the float32 bilinear: float32 values, each the shared per-element sum the GPU kernels run
+// (linear_f32_sum, with the capability's one-rounding fma), with each row's and column's taps looked up once.
+template <CpuCapability cap>
+FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t y0,
+                                           int64_t rows, float* band) {
+  const int64_t width = p.canvas_w, plane = rows * width, C = p.channels, w = p.crop_w;
+  std::fill(band, band + C * plane, static_cast<float>(p.fill));
+  const int64_t box0 = std::clamp<int64_t>(p.pad_top - y0, 0, rows);
+  const int64_t box1 = std::clamp<int64_t>(p.pad_top + p.crop_h - y0, 0, rows);
+  if (box0 >= box1) return;
+  const int64_t from = p.top + y0 + box0 - p.pad_top, count = box1 - box0;  // rows of the resized image
+  const uint8_t* image = input + b * p.strides[0];
+  const int64_t sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
+  float* to = band + box0 * width + p.pad_left;
+  const bool products = p.filter == ResampleFilter::kBilinearFloatChannelsLast;
+  std::vector<LinearTaps>& cols = scratch.linear_cols;
+  cols.resize(static_cast<size_t>(w));
+  for (int64_t x = 0; x < w; ++x) {
+    LinearTaps t = linear_f32_taps(p.col_plan, p.left + x, p.in_w);
+    t.i0 *= sw;  // element offsets in the row
+    t.i1 *= sw;
+    cols[x] = t;
+  }
+  for (int64_t y = 0; y < count; ++y) {
+    const LinearTaps row = linear_f32_taps(p.row_plan, from + y, p.in_h);
+    for (int64_t c = 0; c < C; ++c) {
+      const uint8_t* r0 = image + c * sc + row.i0 * sh;
+      const uint8_t* r1 = image + c * sc + row.i1 * sh;
+      float* out = to + c * plane + y * width;
+      for (int64_t x = 0; x < w; ++x) {
+        const LinearTaps& t = cols[x];
+        out[x] =
+            linear_f32_sum(static_cast<float>(r0[t.i0]), static_cast<float>(r0[t.i1]), static_cast<float>(r1[t.i0]),
+                           static_cast<float>(r1[t.i1]), row, t, products, CapabilityFma<cap>{});
       }
     }
   }

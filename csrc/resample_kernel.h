@@ -24,17 +24,25 @@ namespace fused_input_norm {
 // uint8 tensor with up to 4 channels where torch runs its AVX2 kernel (x86): the antialiased kernel's windows
 // and int16 coefficients, except that the triangle is never widened on downscale (2 taps per output index).
 // Whatever the reference, like the cv2 filters.
+// kBilinearFloat / kBilinearFloatChannelsLast: the same interpolate of the image converted to float32, as vLLM's
+// MiMo processor and transformers' Molmo2 call it, by torch's generic kernel / its channels-last kernel (torch
+// picks one per call): see "torch's float32 bilinear" below.
 enum class ResampleFilter : int32_t {
   kBilinear = 0,
   kBicubic = 1,
   kLanczos = 2,
   kCv2Cubic = 3,
   kCv2CubicFloat = 4,
-  kBilinearNoAntialias = 5
+  kBilinearNoAntialias = 5,
+  kBilinearFloat = 6,
+  kBilinearFloatChannelsLast = 7
 };
 
 FIN_HOST_DEVICE bool is_cv2(ResampleFilter filter) {
   return filter == ResampleFilter::kCv2Cubic || filter == ResampleFilter::kCv2CubicFloat;
+}
+FIN_HOST_DEVICE bool is_linear_f32(ResampleFilter filter) {
+  return filter == ResampleFilter::kBilinearFloat || filter == ResampleFilter::kBilinearFloatChannelsLast;
 }
 // kTorchvision: torch's uint8 kernel (int16 coefficients with a precision chosen per axis, as pillow-simd).
 // kPil: Pillow's (int32 coefficients with 22 fraction bits).
@@ -312,6 +320,109 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_cv2_plan(int64_t in_siz
   return plan;
 }
 
+// ---- torch's float32 bilinear ---------------------------------------------------------------------------
+// F.interpolate(x.float(), size, mode="bilinear", align_corners=False, antialias=False) on the CPU, as torch's
+// x86 builds compile it at CPU capability AVX2 and above, where the compiler fuses its float expressions into
+// FMAs (its baseline build rounds each product: other bits). Per axis that changes size, output index o reads
+//   src = max(fma(float(in) / float(out), o + 0.5f, -0.5f), 0), i0 = min(floor(src), in - 1),
+//   i1 = i0 + 1 (i0 at the last input index: i0 again), l1 = clamp(src - i0, 0, 1), l0 = 1 - l1
+// (an axis that keeps its size: i0 = i1 = o, l0 = 1, l1 = 0); x_rc below is the float32 pixel at (i_r of the
+// row axis, i_c of the column axis). torch then runs one of two kernels, which sum differently:
+//   generic (kBilinearFloat): t_r = fma(x_r0, lc0, x_r1 * lc1) for r = 0, 1, then fma(t0, lr0, t1 * lr1);
+//   channels-last (kBilinearFloatChannelsLast), not separable: the four weights are the products of the two
+//     axes' lambdas, rounded (w_rc = lr_r * lc_c), and the sum is fma(w11, x11, fma(w10, x10, fma(w00, x00,
+//     w01 * x01))).
+// torch takes the channels-last kernel when out_h + out_w <= 128, or with one thread (at::get_num_threads())
+// and 3 channels, or for a channels-last input of more than 3 channels; the generic one otherwise
+// (fused_input_norm.resize.torch_float_bilinear says which for a call). A plan holds, per output index,
+// (i0, 2) and the float32 bit patterns of (l0, l1), precision 0: the same plan for both.
+namespace linear_f32 {
+constexpr int32_t kTaps = 2;
+}  // namespace linear_f32
+
+// Output index o's i0, and its l1 in *l1.
+inline int64_t linear_f32_source(int64_t in_size, int64_t out_size, int64_t o, float* l1) {
+  const float scale = static_cast<float>(in_size) / static_cast<float>(out_size);
+  // affine: the one rounding of torch's contracted scale * (o + 0.5) - 0.5, whatever this compiler fuses.
+  float src = affine(scale, static_cast<float>(o) + 0.5f, -0.5f);
+  src = src < 0.f ? 0.f : src;
+  int64_t i0 = static_cast<int64_t>(std::floor(src));
+  i0 = i0 < in_size - 1 ? i0 : in_size - 1;
+  const float lambda = src - static_cast<float>(i0);
+  *l1 = lambda < 0.f ? 0.f : lambda > 1.f ? 1.f : lambda;
+  return i0;
+}
+
+inline std::vector<int32_t> make_linear_f32_plan(int64_t in_size, int64_t out_size) {
+  using linear_f32::kTaps;
+  std::vector<int32_t> plan(PlanHeader::kSize + static_cast<size_t>(out_size * (2 + kTaps)), 0);
+  int32_t* bounds = plan.data() + PlanHeader::kSize;
+  int32_t* coeffs = bounds + 2 * out_size;
+  for (int64_t o = 0; o < out_size; ++o) {
+    float l1 = 0.f;
+    const int64_t i0 = linear_f32_source(in_size, out_size, o, &l1);
+    bounds[2 * o] = static_cast<int32_t>(i0);
+    bounds[2 * o + 1] = kTaps;
+    coeffs[kTaps * o] = static_cast<int32_t>(float_as_bits(1.f - l1));
+    coeffs[kTaps * o + 1] = static_cast<int32_t>(float_as_bits(l1));
+  }
+  plan[PlanHeader::kOutSize] = static_cast<int32_t>(out_size);
+  plan[PlanHeader::kInSize] = static_cast<int32_t>(in_size);
+  plan[PlanHeader::kTaps] = kTaps;
+  plan[PlanHeader::kPrecision] = 0;
+  return plan;
+}
+
+// Output index o's two input indices and lambdas along one axis of `size` input indices; plan nullptr: the
+// axis keeps its size. Indices are clamped into the axis (a device plan's contents are not checked).
+struct LinearTaps {
+  int64_t i0, i1;
+  float l0, l1;
+};
+
+FIN_HOST_DEVICE LinearTaps linear_f32_taps(const int32_t* plan, int64_t o, int64_t size) {
+  if (plan == nullptr) return {o, o, 1.f, 0.f};
+  const int64_t out_size = plan[PlanHeader::kOutSize];
+  o = o < out_size ? o : out_size - 1;
+  const int64_t i0 = cv2_clamp_index(plan[PlanHeader::kSize + 2 * o], size);
+  const int32_t* c = plan + PlanHeader::kSize + 2 * out_size + linear_f32::kTaps * o;
+  return {i0, i0 + 1 < size ? i0 + 1 : i0, bits_as_float(static_cast<uint32_t>(c[0])),
+          bits_as_float(static_cast<uint32_t>(c[1]))};
+}
+
+// a * b + c with one rounding (numerics.h's affine: hardware or emulated, the same bits on every backend); the
+// CPU kernels pass their capability's own (affine_on).
+struct OneRounding {
+  FIN_HOST_DEVICE float operator()(float a, float b, float c) const { return affine(a, b, c); }
+};
+
+// One output element from its four pixels (x_rc: row tap r, column tap c) and the two axes' taps, by torch's
+// channels-last kernel's sum (products) or its generic kernel's.
+template <typename Fma = OneRounding>
+FIN_HOST_DEVICE float linear_f32_sum(float x00, float x01, float x10, float x11, const LinearTaps& row,
+                                     const LinearTaps& col, bool products, Fma fma = {}) {
+  if (!products) {
+    const float t0 = fma(x00, col.l0, cv2_product(x01, col.l1)), t1 = fma(x10, col.l0, cv2_product(x11, col.l1));
+    return fma(t0, row.l0, cv2_product(t1, row.l1));
+  }
+  const float w00 = cv2_product(row.l0, col.l0), w01 = cv2_product(row.l0, col.l1);
+  const float w10 = cv2_product(row.l1, col.l0), w11 = cv2_product(row.l1, col.l1);
+  return fma(w11, x11, fma(w10, x10, fma(w00, x00, cv2_product(w01, x01))));
+}
+
+// Element (y, x) of the resized image from `plane` (one image's channel, uint8, rows and columns `stride_row`
+// and `stride_col` apart, in_h x in_w).
+FIN_HOST_DEVICE float linear_f32_value(const uint8_t* plane, int64_t stride_row, int64_t stride_col,
+                                       const int32_t* row_plan, const int32_t* col_plan, int64_t y, int64_t x,
+                                       int64_t in_h, int64_t in_w, bool products) {
+  const LinearTaps row = linear_f32_taps(row_plan, y, in_h), col = linear_f32_taps(col_plan, x, in_w);
+  const uint8_t* r0 = plane + row.i0 * stride_row;
+  const uint8_t* r1 = plane + row.i1 * stride_row;
+  return linear_f32_sum(static_cast<float>(r0[col.i0 * stride_col]), static_cast<float>(r0[col.i1 * stride_col]),
+                        static_cast<float>(r1[col.i0 * stride_col]), static_cast<float>(r1[col.i1 * stride_col]), row,
+                        col, products);
+}
+
 // The filter's support at scale 1 (the references' support constants).
 inline double filter_support(ResampleFilter filter) {
   if (filter == ResampleFilter::kBilinear || filter == ResampleFilter::kBilinearNoAntialias) return 1.0;
@@ -332,6 +443,7 @@ FIN_NO_FP_CONTRACT_ATTR inline ResampleGeometry resample_geometry(int64_t in_siz
   // double for any size below 2^24.
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   if (is_cv2(filter)) return {scale, 2.0, 1.0, cv2_cubic::kTaps};  // 4 taps at any scale; support unused
+  if (is_linear_f32(filter)) return {scale, 1.0, 1.0, linear_f32::kTaps};
   // Antialiasing widens the filter by the downscale factor; without it the filter keeps its own support.
   const double filterscale = scale < 1.0 || filter == ResampleFilter::kBilinearNoAntialias ? 1.0 : scale;
   const double support = filter_support(filter) * filterscale;
@@ -360,6 +472,7 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_resample_plan(int64_t i
                                                                        ResampleReference reference) {
   FIN_NO_FP_CONTRACT
   if (is_cv2(filter)) return make_cv2_plan(in_size, out_size, filter == ResampleFilter::kCv2Cubic);
+  if (is_linear_f32(filter)) return make_linear_f32_plan(in_size, out_size);
   const bool torch_ref = reference == ResampleReference::kTorchvision || filter == ResampleFilter::kBilinearNoAntialias;
   double (*fn)(double) = resample_filters::triangle;
   if (filter == ResampleFilter::kBicubic) fn = torch_ref ? resample_filters::torch_cubic : resample_filters::pil_cubic;
@@ -429,9 +542,19 @@ struct ResamplePass {
   // element's place in OpenCV's interleaved rows: (col_begin + j) * channels + c, of row_len values.
   const float* fsrc;
   int32_t channels, col_begin, row_len;
+  // The float32 bilinear's one pass (linear_f32_products: torch's channels-last kernel's sum): src is the input,
+  // `plan` the row plan and `col_plan` the column plan (either nullptr where the axis keeps its size), element
+  // (i, j) at (i + plan_begin, j + fixed_begin) of the resized image, the input in_h x in_w.
+  bool linear_f32, linear_f32_products;
+  const int32_t* col_plan;
+  int32_t in_h, in_w;
 
   // The resampled value of element (b, c, i, j) as the affine reads it.
   FIN_HOST_DEVICE float value(int64_t b, int64_t c, int64_t i, int64_t j) const {
+    if (linear_f32) {
+      return linear_f32_value(src + b * stride_b + c * stride_c, stride_row, stride_col, plan, col_plan, i + plan_begin,
+                              j + fixed_begin, in_h, in_w, linear_f32_products);
+    }
     if (fsrc == nullptr) return static_cast<float>(at(b, c, i, j));
     const float* column = fsrc + b * stride_b + c * stride_c + j * stride_col;
     return cv2_vertical_value(plan, i + plan_begin, column, stride_row, tap_offset, tap_extent,
@@ -547,7 +670,8 @@ struct ResizePlan {
   // [first_begin, first_end). Unused with one pass.
   int64_t first_begin, first_end;
 
-  bool two_passes() const { return row_plan != nullptr && col_plan != nullptr; }
+  // The float32 bilinear reads both axes in one pass (linear_f32_pass).
+  bool two_passes() const { return row_plan != nullptr && col_plan != nullptr && !is_linear_f32(filter); }
 };
 
 // The first input index and count of the taps of output index i: the planner's own bounds, for the host
@@ -558,6 +682,11 @@ inline std::array<int64_t, 2> resample_bounds(int64_t in_size, int64_t out_size,
     cv2_source_coordinate(in_size, out_size, i, &sx);
     const int64_t first = cv2_clamp_index(sx - 1, in_size), last = cv2_clamp_index(sx + 2, in_size);
     return {first, last - first + 1};
+  }
+  if (is_linear_f32(filter)) {  // i0 and i1 (i0 again at the last input index)
+    float l1 = 0.f;
+    const int64_t i0 = linear_f32_source(in_size, out_size, i, &l1);
+    return {i0, i0 + 1 < in_size ? 2 : 1};
   }
   const TapWindow w = tap_window(resample_geometry(in_size, out_size, filter), in_size, i);
   return {w.first, w.count};
@@ -659,6 +788,25 @@ inline ResamplePass cv2_last_pass(const ResizePlan& p, const float* first_rows, 
   pass.channels = static_cast<int32_t>(p.channels);
   pass.col_begin = static_cast<int32_t>(p.left);
   pass.row_len = static_cast<int32_t>(p.out_w * p.channels);
+  return pass;
+}
+
+// The float32 bilinear's one pass, over the input itself.
+inline ResamplePass linear_f32_pass(const ResizePlan& p, const uint8_t* input) {
+  ResamplePass pass{};
+  pass.src = input;
+  pass.stride_b = p.strides[0];
+  pass.stride_c = p.strides[1];
+  pass.stride_row = p.strides[2];
+  pass.stride_col = p.strides[3];
+  pass.linear_f32 = true;
+  pass.linear_f32_products = p.filter == ResampleFilter::kBilinearFloatChannelsLast;
+  pass.plan = p.row_plan;
+  pass.col_plan = p.col_plan;
+  pass.plan_begin = static_cast<int32_t>(p.top);
+  pass.fixed_begin = static_cast<int32_t>(p.left);
+  pass.in_h = static_cast<int32_t>(p.in_h);
+  pass.in_w = static_cast<int32_t>(p.in_w);
   return pass;
 }
 

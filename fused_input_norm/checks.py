@@ -15,12 +15,24 @@ OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # The resize op also writes uint8: the resampled bytes (weight 1, bias 0), which an engine normalizes later.
 RESIZE_OUTPUT_DTYPES = (torch.uint8, *OUTPUT_DTYPES)
 # cv2_cubic / cv2_cubic_f32: OpenCV's cv2.resize(..., interpolation=cv2.INTER_CUBIC) of the uint8 image, and of
-# the image as float32 (Mistral's ImageEncoder); bilinear_no_antialias: torch's uint8
-# F.interpolate(mode="bilinear", antialias=False) on x86. The reference argument does not apply to these.
-RESAMPLE_FILTERS = ("bilinear", "bicubic", "lanczos", "cv2_cubic", "cv2_cubic_f32", "bilinear_no_antialias")
+# the image as float32 (Mistral's ImageEncoder); bilinear_no_antialias: torch's F.interpolate(mode="bilinear",
+# antialias=False) of the uint8 image on x86; bilinear_no_antialias_f32 / _f32_cl: of the image as float32 (MiMo's
+# and Molmo2's resize), torch's generic / channels-last kernel, on x86 at AVX2 and above. The reference argument
+# does not apply to these.
+RESAMPLE_FILTERS = (
+    "bilinear",
+    "bicubic",
+    "lanczos",
+    "cv2_cubic",
+    "cv2_cubic_f32",
+    "bilinear_no_antialias",
+    "bilinear_no_antialias_f32",
+    "bilinear_no_antialias_f32_cl",
+)
+FLOAT_BILINEAR_FILTERS = ("bilinear_no_antialias_f32", "bilinear_no_antialias_f32_cl")
 CV2_FILTERS = ("cv2_cubic", "cv2_cubic_f32")
 # The filters whose result is one library's whatever the reference: their pass order is that library's own.
-OWN_ORDER_FILTERS = (*CV2_FILTERS, "bilinear_no_antialias")
+OWN_ORDER_FILTERS = (*CV2_FILTERS, "bilinear_no_antialias", *FLOAT_BILINEAR_FILTERS)
 _FILTER_LIST = ", ".join(map(repr, RESAMPLE_FILTERS[:-1])) + f" or {RESAMPLE_FILTERS[-1]!r}"
 FILTER_ERROR = f"resample must be {_FILTER_LIST}"  # the C++ ops' words (resample.cpp parse_filter)
 CHANNEL_DIMS = (-3, -1)  # channels first ([..., C, H, W]) or last ([..., H, W, C])

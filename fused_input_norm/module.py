@@ -282,7 +282,8 @@ class FusedInputNorm(nn.Module):
         strides. `size` = (height, width) of the resampled image; `crop` = (top, left, height, width) inside it
         (default: all of it). `resample`: "bicubic", "bilinear" or "lanczos" (antialiased, as the references are);
         "cv2_cubic" / "cv2_cubic_f32" (OpenCV's INTER_CUBIC of the uint8 / float32 image) and
-        "bilinear_no_antialias" (torch's uint8 F.interpolate with antialias=False, on x86) whatever the reference.
+        "bilinear_no_antialias" / "bilinear_no_antialias_f32" (torch's F.interpolate with antialias=False of the
+        uint8 image, on x86, and of the image as float32, on x86 at AVX2 and above) whatever the reference.
         `reference`: "pil" (PIL.Image.resize of the installed Pillow; "pil-13", "pil-12.2", "pil-12.1" pin a
         release's pass order) or "torchvision" (torchvision's uint8 resize, antialias=True, on the CPU).
 

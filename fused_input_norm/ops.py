@@ -18,6 +18,7 @@ from torch import Tensor
 from .checks import (
     CV2_FILTERS,
     FILTER_ERROR,
+    FLOAT_BILINEAR_FILTERS,
     INPUT_DTYPES,
     OUTPUT_DTYPES,
     RESAMPLE_FILTERS,
@@ -274,6 +275,8 @@ def _plan_numel(in_size: int, out_size: int, resample: str) -> int:
     # resample_kernel.h: a 4-value header, then (first, count) and `taps` coefficients per output index.
     if resample in CV2_FILTERS:
         return 4 + out_size * (2 + 4)  # OpenCV's cubic: 4 taps at any scale
+    if resample in FLOAT_BILINEAR_FILTERS:
+        return 4 + out_size * (2 + 2)  # torch's float bilinear: i0 and i0 + 1
     scale = in_size / out_size
     support = _FILTER_SUPPORT[resample] * (1.0 if resample == "bilinear_no_antialias" else max(scale, 1.0))
     return 4 + out_size * (2 + math.ceil(support) * 2 + 1)
@@ -326,6 +329,8 @@ def _resize_affine_out_fake(
                 )
     if cv2 and vertical_first:
         raise ValueError(f"{_RESIZE_OP}: vertical_first must be False: OpenCV resamples across first")
+    if resample in FLOAT_BILINEAR_FILTERS and vertical_first:
+        raise ValueError(f"{_RESIZE_OP}: vertical_first must be False: the float32 bilinear has one pass")
     if len(crop) != 4:
         raise ValueError(f"{_RESIZE_OP}: crop must be (top, left, height, width), got {list(crop)}")
     top, left, h, w = crop

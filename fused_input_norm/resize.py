@@ -13,10 +13,15 @@ The filters "cv2_cubic" and "cv2_cubic_f32" are OpenCV's own algorithm whatever 
 interpolation=cv2.INTER_CUBIC) of the uint8 image, and of the image as float32 (resample_kernel.h). The filter
 "bilinear_no_antialias" is torch's whatever the reference: F.interpolate(mode="bilinear", antialias=False) of a
 uint8 CPU tensor, bit for bit where torch runs its AVX2 kernel (x86; `torch_uint8_kernel` says whether it does).
+"bilinear_no_antialias_f32" and "bilinear_no_antialias_f32_cl" are the same interpolate of the image as float32
+(the float values, not rounded to bytes) by torch's generic and channels-last kernels, bit for bit where torch's
+float kernels fuse their products into FMAs (`torch_float_fma_kernel`); `torch_float_bilinear` says which kernel
+torch runs for a call.
 """
 
 import functools
 import mmap
+import platform
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -64,6 +69,24 @@ def torch_uint8_kernel() -> bool:
     reproduces): torch dispatches to it at capability AVX2 and above; elsewhere (aarch64, ATEN_CPU_CAPABILITY=default)
     its antialias=False uint8 resize is a float computation, which no filter here reproduces."""
     return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+
+
+def torch_float_fma_kernel() -> bool:
+    """Whether torch's CPU float32 bilinear interpolate (antialias=False, 1 to 3 channels) computes as
+    "bilinear_no_antialias_f32" does: its x86 kernels for capability AVX2 and above fuse products into FMAs;
+    the baseline build (ATEN_CPU_CAPABILITY=default) rounds each, and other CPUs were not compared."""
+    return platform.machine() in ("x86_64", "AMD64") and torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+
+
+def torch_float_bilinear(channels: int, size: Sequence[int], channels_last: bool = False) -> str:
+    """The filter that is torch's float32 F.interpolate(mode="bilinear", antialias=False) of a CPU [N, C, H, W]
+    tensor to `size` now: torch runs its channels-last kernel when out_h + out_w <= 128, with one thread
+    (torch.get_num_threads()) and 3 channels, or for a channels-last input (`channels_last`) of more than 3
+    channels, and its generic kernel otherwise (upsample_bilinear2d_kernel_impl_float); they sum differently."""
+    one_thread_rgb = torch.get_num_threads() == 1 and channels == 3
+    if size[0] + size[1] <= 128 or one_thread_rgb or (channels_last and channels > 3):
+        return "bilinear_no_antialias_f32_cl"
+    return "bilinear_no_antialias_f32"
 
 
 def check_reference(where: str, reference: object) -> None:

@@ -18,7 +18,13 @@ from test_resize import TORCH_LANCZOS
 from test_resize_cv2 import opencv
 
 from fused_input_norm.checks import OWN_ORDER_FILTERS
-from fused_input_norm.resize import pil_rule, torch_uint8_kernel, vertical_first
+from fused_input_norm.resize import (
+    pil_rule,
+    torch_float_bilinear,
+    torch_float_fma_kernel,
+    torch_uint8_kernel,
+    vertical_first,
+)
 
 PIL = pytest.importorskip("PIL.Image")
 tvF = pytest.importorskip("torchvision.transforms.v2.functional")
@@ -38,7 +44,8 @@ pytestmark = [
     ),
 ]
 
-FILTERS = {"bicubic": 1, "bilinear": 0, "lanczos": 2, "cv2_cubic": 3, "cv2_cubic_f32": 4, "bilinear_no_antialias": 5}
+FILTERS = {"bicubic": 1, "bilinear": 0, "lanczos": 2, "cv2_cubic": 3, "cv2_cubic_f32": 4, "bilinear_no_antialias": 5,
+           "bilinear_no_antialias_f32": 6, "bilinear_no_antialias_f32_cl": 7}  # fmt: skip
 PIL_FILTERS = {"bicubic": 3, "bilinear": 2, "lanczos": 1}  # PIL.Image.Resampling values
 TV_FILTERS = {"bicubic": "BICUBIC", "bilinear": "BILINEAR", "lanczos": "LANCZOS"}
 
@@ -105,6 +112,13 @@ def torch_no_antialias(image_hwc, size):
     x = torch.from_numpy(np.ascontiguousarray(image_hwc)).permute(2, 0, 1)[None]
     resized = torch.nn.functional.interpolate(x, size=tuple(size), mode="bilinear", antialias=False)
     return resized[0].numpy().astype(np.float32)
+
+
+def torch_float(image_hwc, size):
+    """torch's float32 bilinear of the image (channels-last strides, as MiMo converts it)."""
+    x = torch.from_numpy(np.ascontiguousarray(image_hwc)).permute(2, 0, 1).float()[None]
+    resized = torch.nn.functional.interpolate(x, size=tuple(size), mode="bilinear", antialias=False)
+    return resized[0].numpy()
 
 
 def torchvision(image_hwc, size, resample):
@@ -310,5 +324,38 @@ def test_emulated_and_cpu_kernels_equal_torch_no_antialias(emulator, tmp_path):
             got = emulate(emulator, tmp_path, image, size, "bilinear_no_antialias", "pil", threads=7 if cap else 37,
                           cpu=cap, planar=planar)  # fmt: skip
             differing[(cap, i)] = int((got != torch_no_antialias(image, size)).sum())
+    assert len(differing) >= 2 * len(cases)
+    assert not any(differing.values()), {k: v for k, v in differing.items() if v}
+
+
+@pytest.mark.skipif(not torch_float_fma_kernel(), reason="torch's float bilinear has FMAs only on x86 at AVX2+")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_emulated_and_cpu_kernels_equal_torch_float_bilinear(emulator, tmp_path, threads):
+    """The float32 filters (tests/test_resize_no_antialias.py): the GPU per-thread code and the CPU band code at
+    each capability against torch's F.interpolate of the image as float32, at 1 and 2 torch threads (the filter
+    torch_float_bilinear names for the call: with 3 channels and 1 thread, the channels-last kernel)."""
+    astronaut = PHOTOS["astronaut"]
+    cases = [
+        (PHOTOS["coffee"], (224, 224), False),
+        (astronaut, (97, 600), True),
+        (astronaut, (512, 301), False),
+        (astronaut, (40, 50), False),  # out_h + out_w <= 128: the channels-last kernel at any thread count
+        (astronaut[:, :, :1], (333, 77), False),
+        (np.dstack([astronaut, astronaut[:, ::-1, 1]]), (53, 999), False),
+    ]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        expected = [torch_float(image, size) for image, size, _ in cases]
+        filters = [torch_float_bilinear(image.shape[2], size, channels_last=True) for image, size, _ in cases]
+    finally:
+        torch.set_num_threads(before)
+    assert len(set(filters)) == 2  # both kernels run, at either thread count
+    differing = {}
+    for cap in [None, *capabilities(emulator)]:  # None: the GPU per-thread code
+        for i, (image, size, planar) in enumerate(cases):
+            got = emulate(emulator, tmp_path, image, size, filters[i], "pil", threads=7 if cap else 37, cpu=cap,
+                          planar=planar)  # fmt: skip
+            differing[(cap, i)] = int((got != expected[i]).sum())
     assert len(differing) >= 2 * len(cases)
     assert not any(differing.values()), {k: v for k, v in differing.items() if v}

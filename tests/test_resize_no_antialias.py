@@ -1,59 +1,90 @@
-"""resample="bilinear_no_antialias" against torch itself: F.interpolate(mode="bilinear", antialias=False,
-align_corners=False) of a uint8 CPU tensor, the resize vLLM's Isaac processor runs. Bytes equal (the identity
-module's float32 values are torch's bytes) on photos and a fuzz of sizes, both layouts, 1/3/4 channels (the GPU
-kernels' per-thread code and the CPU kernels at each capability: tests/test_resize_emulation.py). torch
-runs its integer kernel only at CPU capability AVX2 and above: elsewhere these tests skip, and vllm_isaac hands
-its calls back."""
+"""resample="bilinear_no_antialias" and the float32 filters against torch itself: F.interpolate(mode="bilinear",
+antialias=False, align_corners=False) of a uint8 CPU tensor (the resize vLLM's Isaac processor runs) and of the same
+tensor as float32 (vLLM's MiMo processor, transformers' Molmo2), whose kernel torch picks per call
+(resize.torch_float_bilinear: "bilinear_no_antialias_f32" or "_f32_cl"), at 1 and 2 torch threads. Bytes, and
+float32 values, equal (the identity module's float32 values are torch's) on photos and a fuzz of sizes, both
+layouts, 1/3/4 channels (the GPU kernels' per-thread code and the CPU kernels at each capability:
+tests/test_resize_emulation.py). torch runs its integer kernel, and compiles its float one with FMAs, only at CPU
+capability AVX2 and above: elsewhere these tests skip, and vllm_isaac / vllm_mimo hand their calls back."""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_resize import PHOTOS, photo, to_chw
 from test_resize_cv2 import SIZE_CASES, coffee_crop
 
 from fused_input_norm import FusedInputNorm, ops
-from fused_input_norm.resize import torch_uint8_kernel
+from fused_input_norm.resize import torch_float_bilinear, torch_float_fma_kernel, torch_uint8_kernel
 
-pytestmark = pytest.mark.skipif(
-    not torch_uint8_kernel(), reason="torch resizes uint8 with its integer kernel only at CPU capability AVX2+"
-)
-FILTER = "bilinear_no_antialias"
-# torch 2.14's kernel fails an internal assert for a 1x1 output ("num_channels == unpacked_output.size(0)").
-CASES = [case for case in SIZE_CASES if case != "1x1"]
+FILTER, FLOAT_FILTER = "bilinear_no_antialias", "float32"  # float32: the filter torch_float_bilinear picks
+FILTERS = [
+    pytest.param(FILTER, marks=pytest.mark.skipif(not torch_uint8_kernel(), reason="torch resizes uint8 with its "
+                                                  "integer kernel only at CPU capability AVX2+")),
+    pytest.param(FLOAT_FILTER, marks=pytest.mark.skipif(not torch_float_fma_kernel(), reason="torch's float "
+                                                        "bilinear fuses its products into FMAs only on x86 at AVX2+")),
+]  # fmt: skip
+# torch 2.14's uint8 kernel fails an internal assert for a 1x1 output ("num_channels == unpacked_output.size(0)").
+CASES = {FILTER: [case for case in SIZE_CASES if case != "1x1"], FLOAT_FILTER: list(SIZE_CASES)}
 
 
-def torch_resize(chw: torch.Tensor, size) -> torch.Tensor:
-    """torch's own resize of a uint8 [C, H, W] (any strides) to `size`: uint8 [C, h, w]."""
-    out = F.interpolate(chw[None], size=tuple(size), mode="bilinear", align_corners=False, antialias=False)
-    assert out.dtype == torch.uint8
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
+def threads(request):
+    """torch's thread count, which picks its float kernel (3 channels: the channels-last one with 1 thread)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(request.param)
+    yield request.param
+    torch.set_num_threads(before)
+
+
+def torch_resize(chw: torch.Tensor, size, resample=FILTER) -> torch.Tensor:
+    """torch's own resize of a uint8 [C, H, W] (any strides) to `size`: uint8 [C, h, w], or float32 for the
+    float filter (of chw.float(), which keeps chw's strides, as MiMo's processor converts)."""
+    source = chw.float() if resample == FLOAT_FILTER else chw
+    out = F.interpolate(source[None], size=tuple(size), mode="bilinear", align_corners=False, antialias=False)
+    assert out.dtype == source.dtype
     return out[0]
 
 
-def resized_bytes(hwc: np.ndarray, size, channels_last=False) -> torch.Tensor:
+def resized(hwc: np.ndarray, size, resample=FILTER, channels_last=False) -> torch.Tensor:
+    """The identity module's resize; the float filter torch would run now on the same layout."""
+    if resample == FLOAT_FILTER:
+        resample = torch_float_bilinear(hwc.shape[2], size, channels_last)
     module = FusedInputNorm.identity(hwc.shape[2])
     if channels_last:
-        return module.resize(torch.from_numpy(hwc), torch.float32, size, resample=FILTER, channel_dim=-1)
-    return module.resize(to_chw(hwc), torch.float32, size, resample=FILTER)
+        return module.resize(torch.from_numpy(hwc), torch.float32, size, resample=resample, channel_dim=-1)
+    return module.resize(to_chw(hwc), torch.float32, size, resample=resample)
 
 
-def assert_same_bytes(got: torch.Tensor, expected: torch.Tensor, label: str) -> None:
+def assert_same_values(got: torch.Tensor, expected: torch.Tensor, label: str) -> None:
     assert got.dtype == torch.float32 and got.shape == expected.shape, (label, got.shape, expected.shape)
     n = int((got != expected.float()).sum())
-    assert n == 0, f"{label}: {n} of {got.numel()} bytes differ from torch's"
+    assert n == 0, f"{label}: {n} of {got.numel()} values differ from torch's"
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("resample", FILTERS)
+@pytest.mark.parametrize("case", list(SIZE_CASES))
 @pytest.mark.parametrize("name", PHOTOS)
-def test_equal_to_torch_on_photos(name, case):
+def test_equal_to_torch_on_photos(name, case, resample, threads):
+    if case not in CASES[resample]:
+        pytest.skip("torch's uint8 kernel fails on a 1x1 output")
     hwc = photo(name)
     size = SIZE_CASES[case](*hwc.shape[:2])
-    assert_same_bytes(resized_bytes(hwc, size), torch_resize(to_chw(hwc), size), f"{name} -> {size}")
+    got = resized(hwc, size, resample)
+    assert_same_values(got, torch_resize(to_chw(hwc), size, resample), f"{name} -> {size}")
 
 
-@settings(max_examples=60, deadline=None, derandomize=True, print_blob=True)
+@pytest.mark.parametrize("resample", FILTERS)
+# The threads fixture is set once for all examples, as intended.
+@settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(
     top=st.integers(0, 200),
     left=st.integers(0, 300),
@@ -67,28 +98,64 @@ def test_equal_to_torch_on_photos(name, case):
 @example(top=0, left=0, in_h=1, in_w=1, out_h=200, out_w=3, channels=3, channels_last=False)
 @example(top=0, left=0, in_h=120, in_w=160, out_h=2, out_w=159, channels=4, channels_last=True)
 @example(top=3, left=5, in_h=117, in_w=2, out_h=117, out_w=5, channels=1, channels_last=False)
-def test_random_sizes_equal_to_torch(top, left, in_h, in_w, out_h, out_w, channels, channels_last):
+def test_random_sizes_equal_to_torch(top, left, in_h, in_w, out_h, out_w, channels, channels_last, resample, threads):
     hwc = coffee_crop(top, left, in_h, in_w, channels)
     size = (out_h, out_w)
-    source = torch.from_numpy(hwc).permute(2, 0, 1)  # torch's channels-last input, as Isaac hands it over
-    expected = torch_resize(source if channels_last else source.contiguous(), size)
-    assert_same_bytes(resized_bytes(hwc, size, channels_last), expected, f"{hwc.shape} -> {size}")
+    source = torch.from_numpy(hwc).permute(2, 0, 1)  # torch's channels-last input, as Isaac and MiMo hand it over
+    expected = torch_resize(source if channels_last else source.contiguous(), size, resample)
+    assert_same_values(resized(hwc, size, resample, channels_last), expected, f"{hwc.shape} -> {size}")
 
 
-def test_downscale_reads_two_taps_not_the_antialiased_window():
+@pytest.mark.parametrize("resample", FILTERS)
+def test_downscale_reads_two_taps_not_the_antialiased_window(resample, threads):
     """The filter is not the antialiased one: on a 4x downscale the two differ, and only the new one is torch's."""
     hwc = photo("astronaut")
     size = (128, 128)
     antialiased = FusedInputNorm.identity().resize(to_chw(hwc), torch.float32, size, resample="bilinear",
                                                    reference="torchvision")  # fmt: skip
-    expected = torch_resize(to_chw(hwc), size)
+    expected = torch_resize(to_chw(hwc), size, resample)
     assert int((antialiased != expected.float()).sum()) > 1000
-    assert_same_bytes(resized_bytes(hwc, size), expected, "astronaut 4x down")
+    assert_same_values(resized(hwc, size, resample), expected, "astronaut 4x down")
 
 
+@pytest.mark.skipif(not torch_float_fma_kernel(), reason="torch's float bilinear has FMAs only on x86 at AVX2+")
+@pytest.mark.parametrize(
+    "channels, size, channels_last, threads, kernel",
+    [
+        (3, (301, 450), False, 2, "bilinear_no_antialias_f32"),  # the common case: generic
+        (3, (301, 450), True, 1, "bilinear_no_antialias_f32_cl"),  # one thread, RGB
+        (1, (301, 450), False, 1, "bilinear_no_antialias_f32"),  # one thread, not RGB
+        (3, (61, 67), False, 2, "bilinear_no_antialias_f32_cl"),  # out_h + out_w <= 128
+        (3, (61, 68), False, 2, "bilinear_no_antialias_f32"),
+        (4, (301, 450), True, 2, "bilinear_no_antialias_f32_cl"),  # channels-last, more than 3 channels
+        (4, (301, 450), False, 2, "bilinear_no_antialias_f32"),
+    ],
+)
+def test_torch_float_bilinear_names_the_kernel_torch_runs(channels, size, channels_last, threads, kernel):
+    """Each of torch's conditions, on both sides of it: the kernel torch_float_bilinear names equals torch, and
+    the other one differs in many values (the two sum differently). Values are not bytes either."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert torch_float_bilinear(channels, size, channels_last) == kernel
+        hwc = coffee_crop(10, 20, 200, 300, channels)
+        source = torch.from_numpy(hwc).permute(2, 0, 1)
+        expected = torch_resize(source if channels_last else source.contiguous(), size, FLOAT_FILTER)
+        other = {"bilinear_no_antialias_f32": "bilinear_no_antialias_f32_cl"}.get(kernel, "bilinear_no_antialias_f32")
+        got, wrong = (resized(hwc, size, name, channels_last) for name in (kernel, other))
+    finally:
+        torch.set_num_threads(before)
+    assert_same_values(got, expected, f"{kernel} {size}")
+    assert int((wrong != expected).sum()) > expected.numel() // 20
+    assert int((got != got.round()).sum()) > got.numel() // 2
+
+
+@pytest.mark.parametrize(
+    "resample, taps", [(FILTER, 3), ("bilinear_no_antialias_f32", 2), ("bilinear_no_antialias_f32_cl", 2)]
+)
 @pytest.mark.parametrize("in_size, out_size", [(1920, 448), (448, 1920), (7, 7), (1, 9), (3000, 2)])
-def test_plan_size_as_the_fake_op_computes_it(in_size, out_size):
-    """torch.compile's fake op sizes the plan without running the planner: the same numel (3 taps at any
-    downscale: the triangle keeps its support)."""
-    plan = ops.resample_plan(in_size, out_size, FILTER, "pil")
-    assert plan.numel() == ops._plan_numel(in_size, out_size, FILTER) == 4 + out_size * (2 + 3)
+def test_plan_size_as_the_fake_op_computes_it(in_size, out_size, resample, taps):
+    """torch.compile's fake op sizes the plan without running the planner: the same numel (bilinear_no_antialias:
+    3 taps at any downscale, the triangle keeps its support; the float filter: i0 and i0 + 1)."""
+    plan = ops.resample_plan(in_size, out_size, resample, "pil")
+    assert plan.numel() == ops._plan_numel(in_size, out_size, resample) == 4 + out_size * (2 + taps)

@@ -5,7 +5,8 @@
 // resampled uint8 values as float32 in the output layout. Both index widths run and must agree.
 //   resize_emulation IN C H W HWC OUT_H OUT_W FILTER REFERENCE VERTICAL_FIRST TOP LEFT CROP_H CROP_W T P M
 //                    THREADS [CANVAS_H CANVAS_W PAD_TOP PAD_LEFT FILL] OUT
-// FILTER: 0 bilinear, 1 bicubic, 2 lanczos, 3 cv2_cubic, 4 cv2_cubic_f32; REFERENCE: 0 pil, 1 torchvision; P = 0:
+// FILTER: 0 bilinear, 1 bicubic, 2 lanczos, 3 cv2_cubic, 4 cv2_cubic_f32, 5 bilinear_no_antialias,
+// 6 bilinear_no_antialias_f32, 7 bilinear_no_antialias_f32_cl; REFERENCE: 0 pil, 1 torchvision; P = 0:
 // planar output [C, h, w] (h, w: the canvas's with the five padding arguments, the crop's without; the padding is the
 // fill byte).
 //   resize_emulation --cpu ARGS...   the CPU op's kernels instead (resample_cpu_kernels.h: canvas_band over bands of
@@ -59,7 +60,8 @@ std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_
     src = workspace.data();
     strides = {plan.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
   }
-  const fin::ResampledSource<index_t> source(plan, cv2_workspace.empty()
+  const fin::ResampledSource<index_t> source(plan, fin::is_linear_f32(plan.filter) ? fin::linear_f32_pass(plan, image)
+                                                   : cv2_workspace.empty()
                                                        ? fin::last_pass(plan, src, strides)
                                                        : fin::cv2_last_pass(plan, cv2_workspace.data(), strides));
   const auto calc = fin::make_offset_calculator<index_t>(plan.layout);
@@ -87,9 +89,16 @@ std::vector<float> run_cpu(const fin::ResizePlan& plan, const uint8_t* image, in
   std::vector<float> cv2_band;
   for (int64_t y0 = 0; y0 < h; y0 += band_rows) {
     const int64_t rows = std::min(band_rows, h - y0);
-    if (fin::is_cv2(plan.filter)) {  // the op's float32 band for OpenCV's cubic
+    const bool linear = fin::is_linear_f32(plan.filter);
+    if (fin::is_cv2(plan.filter) || linear) {  // the op's float32 band for OpenCV's cubic and torch's float bilinear
       cv2_band.assign(static_cast<size_t>(C * rows * w), std::nanf(""));
-      fin::cv2_canvas_band(plan, image, 0, y0, rows, cv2_band.data());
+      if (linear) {
+        fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
+          fin::linear_f32_canvas_band<cap>(plan, image, 0, y0, rows, cv2_band.data());
+        });
+      } else {
+        fin::cv2_canvas_band(plan, image, 0, y0, rows, cv2_band.data());
+      }
       for (int64_t c = 0; c < C; ++c) {
         for (int64_t i = 0; i < rows * w; ++i)
           out[static_cast<size_t>((c * h + y0) * w + i)] = cv2_band[c * rows * w + i];
