@@ -879,20 +879,33 @@ FIN_NO_FP_CONTRACT_ATTR inline void cv2_float_band(const ResizePlan& p, const ui
   }
 }
 
+// A float32 band of the canvas (cv2_canvas_band's, linear_f32_canvas_band's): filled with the fill byte; then
+// the crop's resized rows [from, from + count) of image b (`image`: its first element) go to `to` (row y, channel c at
+// to + c * rows * canvas_w + y * canvas_w); count 0 where the band holds none of them.
+struct FloatBandBox {
+  const uint8_t* image;
+  float* to;
+  int64_t from, count;
+};
+
+inline FloatBandBox float_band_box(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t y0, int64_t rows,
+                                   float* band) {
+  std::fill(band, band + p.channels * rows * p.canvas_w, static_cast<float>(p.fill));
+  const int64_t box0 = std::clamp<int64_t>(p.pad_top - y0, 0, rows);
+  const int64_t box1 = std::clamp<int64_t>(p.pad_top + p.crop_h - y0, 0, rows);
+  return {input + b * p.strides[0], band + box0 * p.canvas_w + p.pad_left, p.top + y0 + box0 - p.pad_top,
+          std::max<int64_t>(box1 - box0, 0)};
+}
+
 // canvas_band for the cv2 filters: float32 values (the first pass's float rows, and in float32 mode the
 // results, are not bytes), by the shared per-element code the GPU kernels run (resample_kernel.h), so every
 // backend sums in OpenCV's order. The band's first-pass rows are made for it alone.
 inline void cv2_canvas_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t y0, int64_t rows,
                             float* band) {
+  const auto [image, to, from, count] = float_band_box(p, input, b, y0, rows, band);
+  if (count == 0) return;
   const int64_t width = p.canvas_w, plane = rows * width, C = p.channels, w = p.crop_w;
-  std::fill(band, band + C * plane, static_cast<float>(p.fill));
-  const int64_t box0 = std::clamp<int64_t>(p.pad_top - y0, 0, rows);
-  const int64_t box1 = std::clamp<int64_t>(p.pad_top + p.crop_h - y0, 0, rows);
-  if (box0 >= box1) return;
-  const int64_t from = p.top + y0 + box0 - p.pad_top, count = box1 - box0;  // rows of the resized image
-  const uint8_t* image = input + b * p.strides[0];
   const int64_t sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
-  float* to = band + box0 * width + p.pad_left;
   if (!p.two_passes()) {  // the image keeps its size: the crop's bytes, as OpenCV copies
     for (int64_t c = 0; c < C; ++c) {
       for (int64_t y = 0; y < count; ++y) {
@@ -963,15 +976,10 @@ struct CapabilityFma {
 template <CpuCapability cap>
 FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t y0,
                                            int64_t rows, float* band) {
+  const auto [image, to, from, count] = float_band_box(p, input, b, y0, rows, band);
+  if (count == 0) return;
   const int64_t width = p.canvas_w, plane = rows * width, C = p.channels, w = p.crop_w;
-  std::fill(band, band + C * plane, static_cast<float>(p.fill));
-  const int64_t box0 = std::clamp<int64_t>(p.pad_top - y0, 0, rows);
-  const int64_t box1 = std::clamp<int64_t>(p.pad_top + p.crop_h - y0, 0, rows);
-  if (box0 >= box1) return;
-  const int64_t from = p.top + y0 + box0 - p.pad_top, count = box1 - box0;  // rows of the resized image
-  const uint8_t* image = input + b * p.strides[0];
   const int64_t sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
-  float* to = band + box0 * width + p.pad_left;
   const bool products = p.filter == ResampleFilter::kBilinearFloatChannelsLast;
   std::vector<LinearTaps>& cols = scratch.linear_cols;
   cols.resize(static_cast<size_t>(w));

@@ -286,10 +286,20 @@ FIN_NO_FP_CONTRACT_ATTR inline float cv2_source_coordinate(int64_t in_size, int6
   return fx - static_cast<float>(*sx);
 }
 
+// A zeroed plan of out_size indices of `taps` coefficients, its header written.
+inline std::vector<int32_t> new_plan(int64_t in_size, int64_t out_size, int32_t taps, int32_t precision) {
+  std::vector<int32_t> plan(PlanHeader::kSize + static_cast<size_t>(out_size * (2 + taps)), 0);
+  plan[PlanHeader::kOutSize] = static_cast<int32_t>(out_size);
+  plan[PlanHeader::kInSize] = static_cast<int32_t>(in_size);
+  plan[PlanHeader::kTaps] = taps;
+  plan[PlanHeader::kPrecision] = precision;
+  return plan;
+}
+
 FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_cv2_plan(int64_t in_size, int64_t out_size, bool fixed) {
   FIN_NO_FP_CONTRACT
   using cv2_cubic::kTaps;
-  std::vector<int32_t> plan(PlanHeader::kSize + static_cast<size_t>(out_size * (2 + kTaps)), 0);
+  std::vector<int32_t> plan = new_plan(in_size, out_size, kTaps, fixed ? cv2_cubic::kCoefBits : 0);
   int32_t* bounds = plan.data() + PlanHeader::kSize;
   int32_t* coeffs = bounds + 2 * out_size;
   for (int64_t o = 0; o < out_size; ++o) {
@@ -313,10 +323,6 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_cv2_plan(int64_t in_siz
       }
     }
   }
-  plan[PlanHeader::kOutSize] = static_cast<int32_t>(out_size);
-  plan[PlanHeader::kInSize] = static_cast<int32_t>(in_size);
-  plan[PlanHeader::kTaps] = kTaps;
-  plan[PlanHeader::kPrecision] = fixed ? 0 + cv2_cubic::kCoefBits : 0;
   return plan;
 }
 
@@ -355,7 +361,7 @@ inline int64_t linear_f32_source(int64_t in_size, int64_t out_size, int64_t o, f
 
 inline std::vector<int32_t> make_linear_f32_plan(int64_t in_size, int64_t out_size) {
   using linear_f32::kTaps;
-  std::vector<int32_t> plan(PlanHeader::kSize + static_cast<size_t>(out_size * (2 + kTaps)), 0);
+  std::vector<int32_t> plan = new_plan(in_size, out_size, kTaps, 0);
   int32_t* bounds = plan.data() + PlanHeader::kSize;
   int32_t* coeffs = bounds + 2 * out_size;
   for (int64_t o = 0; o < out_size; ++o) {
@@ -366,10 +372,6 @@ inline std::vector<int32_t> make_linear_f32_plan(int64_t in_size, int64_t out_si
     coeffs[kTaps * o] = static_cast<int32_t>(float_as_bits(1.f - l1));
     coeffs[kTaps * o + 1] = static_cast<int32_t>(float_as_bits(l1));
   }
-  plan[PlanHeader::kOutSize] = static_cast<int32_t>(out_size);
-  plan[PlanHeader::kInSize] = static_cast<int32_t>(in_size);
-  plan[PlanHeader::kTaps] = kTaps;
-  plan[PlanHeader::kPrecision] = 0;
   return plan;
 }
 
