@@ -454,6 +454,38 @@ def wrap_method(cls: type, name: str, serve_call, handed_back) -> None:
     setattr(cls, name, method)
 
 
+def replace_functions(module_name: str, serve_calls: dict, reproduced: dict, served: str, label: str, log) -> str:
+    """wrap_method for a module's functions (vLLM's modules that preprocess without a processor class): imports
+    vLLM's module, checks the SHA-256 of what it reproduces (`moved`), then makes each module.<name> of
+    `serve_calls` return serve_call(*args, **kwargs), or, where that gives a reason (a str), log it as `label`'s
+    and run the original. Returns the sentence to log: `served`, or why `label` stays vLLM's."""
+    module = importlib.import_module(module_name)
+    if any(getattr(getattr(module, name), "fused_input_norm_wrapped", None) is not None for name in serve_calls):
+        return served  # plugins load again
+    reason = moved(module, reproduced)
+    if reason is not None:
+        return f"vLLM's {label} stays its own: {reason}"
+    handed_back = HandedBack(log)
+    for name, serve_call in serve_calls.items():
+        _replace_function(module, name, serve_call, handed_back, label)
+    return served
+
+
+def _replace_function(module: object, name: str, serve_call, handed_back, label: str) -> None:
+    original = getattr(module, name)
+
+    @functools.wraps(original)
+    def function(*args, **kwargs):
+        out = serve_call(*args, **kwargs)
+        if isinstance(out, str):
+            handed_back(f"{label} {name}", out)
+            return original(*args, **kwargs)
+        return out
+
+    function.fused_input_norm_wrapped = original
+    setattr(module, name, function)
+
+
 def _served(cls, upstream, served: dict, argument: str, args: tuple, kwargs: dict, serve_call) -> object:
     """`serve_call`'s output for a call of `cls.__call__`, or why it goes to vLLM's code."""
     if type(upstream) not in served:

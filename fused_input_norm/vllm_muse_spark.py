@@ -17,14 +17,13 @@ each kind logs why. vllm's module is imported only by vLLM itself (it registers 
 plugin serves it once vLLM has (vllm_plugin.serve_imported).
 """
 
-import functools
 import logging
 
 import torch
 
 from . import resize
 from .images import pil_to_chw
-from .vllm_internvl import HandedBack, moved
+from .vllm_internvl import replace_functions
 
 MODULE = "vllm.models.muse_spark.common.processor"
 # What this replaces: these functions of MODULE, as vllm 0.34.0 writes them.
@@ -40,39 +39,12 @@ _PLANS = resize.PlanCache()
 
 def serve(log: logging.Logger) -> str:
     """Makes the fused resize op serve Muse Spark's Pillow resizes; returns the sentence to log."""
-    import importlib
-
     served = (
         "the fused resize op (reference 'pil') serves vLLM's Muse Spark preprocessing in place of its Pillow "
         "LANCZOS resizes (images and video frames)"
     )
-    module = importlib.import_module(MODULE)
-    if getattr(module._resize, "fused_input_norm_wrapped", None) is not None:  # plugins load again
-        return served
-    reason = moved(module, REPRODUCED)
-    if reason is not None:
-        return f"vLLM's Muse Spark preprocessing stays its own: {reason}"
-    handed_back = HandedBack(log)
-    _replace(module, "_resize", _image, handed_back)
-    _replace(module, "_resize_frames", _frames, handed_back)
-    return served
-
-
-def _replace(module, name: str, serve_call, handed_back) -> None:
-    """module.<name> becomes a function returning serve_call(*args), or, where that gives a reason (a str),
-    logging it and running the original."""
-    original = getattr(module, name)
-
-    @functools.wraps(original)
-    def function(*args, **kwargs):
-        out = serve_call(*args, **kwargs)
-        if isinstance(out, str):
-            handed_back(f"Muse Spark {name}", out)
-            return original(*args, **kwargs)
-        return out
-
-    function.fused_input_norm_wrapped = original
-    setattr(module, name, function)
+    calls = {"_resize": _image, "_resize_frames": _frames}
+    return replace_functions(MODULE, calls, REPRODUCED, served, "Muse Spark preprocessing", log)
 
 
 def _resized(pixels: torch.Tensor, target_h: int, target_w: int) -> torch.Tensor:

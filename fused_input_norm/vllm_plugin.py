@@ -25,7 +25,8 @@ vllm_step3, DeepSeek-V4 / V4.1's (DeepseekV4VLImageProcessor) by vllm_deepseek_v
 (MistralCommonImageProcessor around mistral_common's ImageEncoder) by vllm_mistral where OpenCV runs its own
 INTER_CUBIC, OpenVLA's (OpenVLAImageProcessor) by vllm_openvla, Isaac's (IsaacImageProcessor) by vllm_isaac
 (where torch resizes uint8 with its AVX2 kernel), and, once vLLM has imported their modules (LAZILY_SERVED), Kimi-K2.5 / K3's
-(KimiK25FusedVisionProcessor) by vllm_kimi and Muse Spark's Pillow resizes by vllm_muse_spark, each with its own log line.
+(KimiK25FusedVisionProcessor) by vllm_kimi, Muse Spark's Pillow resizes by vllm_muse_spark and MiMo-V2-Omni's image resize
+by vllm_mimo (where torch's float bilinear is the engine's), each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -53,6 +54,7 @@ from . import (
     vllm_internvl,
     vllm_isaac,
     vllm_kimi,
+    vllm_mimo,
     vllm_mistral,
     vllm_moondream3,
     vllm_muse_spark,
@@ -103,6 +105,7 @@ REGISTRY_MODULE = "vllm.model_executor.models.registry"
 LAZILY_SERVED = {
     vllm_kimi.MODULE: ("kimi", vllm_kimi.serve),
     vllm_muse_spark.MODULE: ("muse_spark", vllm_muse_spark.serve),
+    vllm_mimo.MODULE: ("mimo", vllm_mimo.serve),
 }
 
 

@@ -17,8 +17,9 @@ gemma4_unified (tests/test_vllm_generic.py's directories) and step3_vl (tests/te
 Step3VLImageProcessor, served in its class), kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
 KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too) and deepseek_v4 / deepseek_v41
 (tests/test_vllm_deepseek_v4.py: vLLM's own DeepseekV4VLImageProcessor, served in its class; bfloat16 patches),
-openvla, isaac and muse_spark (tests/test_vllm_own.py: vLLM's own OpenVLAImageProcessor and IsaacImageProcessor,
-served in their classes, and Muse Spark's preprocessing, its Pillow resizes served), ovis2_5 / lfm3_vl /
+openvla, isaac, muse_spark and mimo (tests/test_vllm_own.py: vLLM's own OpenVLAImageProcessor and IsaacImageProcessor,
+served in their classes, Muse Spark's preprocessing, its Pillow resizes served, and MiMo-V2-Omni's, its float32
+resize served), ovis2_5 / lfm3_vl /
 minimax_m3 (tests/test_vllm_copies.py: vLLM's own processors holding a SiglipImageProcessor, a
 Qwen2VLImageProcessor, vLLM's MiniMaxM3VLImageProcessor served by the generic path),
 mistral-small-3.1 / pixtral-12b (tests/test_vllm_mistral.py's Mistral-format directories: vLLM's
@@ -120,6 +121,7 @@ def models() -> dict:
     table["openvla"] = (own_call.write_openvla, "<s>", None, False, [None])  # "<s>": after its BOS
     table["isaac"] = (own_call.write_isaac, "<image>", None, False, [None])
     table["muse_spark"] = (own_call.write_muse_spark, "<|patch|>", None, False, [None])  # vLLM's own preprocessing
+    table["mimo"] = (own_call.write_mimo, own_call.MIMO_IMAGE, None, False, [None])  # vLLM's own, module functions
     import test_vllm_mistral as mistral  # Mistral-format directories: mistral_common's encoder (vllm_mistral)
 
     for name in mistral.MODELS:

@@ -382,6 +382,21 @@ def plugin_modules() -> dict[str, dict[str, str]]:
     return served
 
 
+def plugin_video_reasons() -> dict[str, str]:
+    """vLLM processor class -> why a vllm_* module that serves its images leaves its videos to vLLM (the module's
+    VIDEOS_UNSERVED)."""
+    import fused_input_norm
+
+    reasons = {}
+    for found in pkgutil.iter_modules(fused_input_norm.__path__):
+        if found.name.startswith("vllm_"):
+            module = importlib.import_module(f"fused_input_norm.{found.name}")
+            why = getattr(module, "VIDEOS_UNSERVED", None)
+            for name in getattr(module, "IMAGE_CLASSES", ()) if why else ():
+                reasons[name] = f"{found.name} leaves them to vLLM: {why}"
+    return reasons
+
+
 TESTS = pathlib.Path(__file__).resolve().parent.parent / "tests"
 
 
@@ -490,6 +505,8 @@ def _medium(
                 "vLLM",
                 f"vLLM's own processor ({cls}); the generic path stands in (BUILT_ELSEWHERE), with no vLLM test",
             )
+        if video and cls in plugin_video_reasons():
+            return "vLLM", f"vLLM's own processor ({cls}); {plugin_video_reasons()[cls]}"
         return "vLLM", f"vLLM's own processor ({cls})"
     if kind == "frames":  # a video whose frames go through a transformers image processor, one call each
         kind, video = "", False

@@ -1,9 +1,9 @@
 """vLLM's own image processors served in their class by wrapping one method: OpenVLA's (OpenVLAImageProcessor, by
 vllm_openvla), Isaac's (IsaacImageProcessor, by vllm_isaac), Step3-VL's (Step3VLImageProcessor, by vllm_step3;
 its directory and requests in tests/test_vllm_step3.py) and DeepSeek-VL2's (DeepseekVLV2Processor, by
-vllm_deepseek_vl2; tests/test_vllm_deepseek_vl2.py's), and Muse Spark's preprocessing (no processor object: its
-module's two Pillow resize functions, by vllm_muse_spark). vLLM 0.34.0's `apply()` with the plugin on
-(FUSED_INPUT_NORM_VLLM_PROCESSOR=1) against off (=0), each side one process for all five models, as a server
+vllm_deepseek_vl2; tests/test_vllm_deepseek_vl2.py's), and Muse Spark's and MiMo-V2-Omni's preprocessing (no
+processor class: their modules' functions, by vllm_muse_spark and vllm_mimo). vLLM 0.34.0's `apply()` with the plugin on
+(FUSED_INPUT_NORM_VLLM_PROCESSOR=1) against off (=0), each side one process for all six models, as a server
 runs (`bash scripts/test_vllm.sh` runs it), on tiny model directories (no weights).
 
 OpenVLA: config.json as openvla/openvla-7b ships it (its null act-layer overrides included, the Llama small; a
@@ -17,6 +17,9 @@ vision config, its null attention implementation; the sizes small). vLLM builds 
 defaults (patch 16, 256 to 6144 patches, pixel shuffle 2) whatever the config says; one request sets
 vision_max_num_patches and pixel_shuffle_scale per request. Images: 12 MP, 1080p, small ones upscaled to the
 256-patch floor, an extreme one, grey, RGBA, and two in one prompt. pixel_values are rows of [16, 16, 3] patches.
+
+MiMo-V2-Omni: config.json from vLLM's and transformers' config classes (no checkpoint reachable here), vLLM's
+defaults for the pixel budgets; the images of photo_requests.
 
 Compared: prompt_token_ids, mm_placeholders, mm_hashes and every tensor (float32 bit for bit here, within 1e-6
 asked). In-process tests check what is handed back to vLLM's code, and that a changed vLLM function is not served.
@@ -225,6 +228,44 @@ def muse_spark_requests():
     return out
 
 
+MIMO = "vllm.transformers_utils.processors.mimo_v2_omni"
+MIMO_SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>"]
+MIMO_SPECIAL += ["<|video_pad|>", "<|mimo_audio_start|>", "<|mimo_audio_end|>", "<|audio_pad|>"]
+MIMO_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
+
+
+def write_mimo(path: str) -> None:
+    """A MiMo-V2-Omni directory (MiMoV2OmniForCausalLM): no checkpoint reachable here to copy, so config.json is
+    what vLLM 0.34.0 reads: transformers' MiMoV2FlashConfig fields (model_type mimo_v2_flash; vLLM names the
+    architecture Omni for a config with a vision_config), the vision tower's settings vLLM's Mimo_VLVisionConfig
+    takes (patch 14, merge 2, temporal patch 2) and the processor_config with the special tokens' ids vLLM's prompt
+    updates assert on; its defaults for the pixel budgets (4 to 4096 merged patches an image). Sizes small."""
+    os.makedirs(path, exist_ok=True)
+    vocab = tokenizer(path, MIMO_SPECIAL, "<|im_start|>", "<|im_end|>")
+    text = TEXT | {"head_dim": 16, "v_head_dim": 16, "layer_types": ["full_attention"], "mlp_layer_types": ["dense"]}
+    vision = {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "patch_size": 14}
+    vision |= {"spatial_merge_size": 2, "temporal_patch_size": 2, "out_hidden_size": 32, "fullatt_block_indexes": [0]}
+    ids = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>", "audio_token_id": "<|audio_pad|>"}
+    ids |= {"vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>"}
+    ids |= {"video_start_token_id": "<|vision_start|>", "video_end_token_id": "<|vision_end|>"}
+    ids |= {"audio_start_token_id": "<|mimo_audio_start|>", "audio_end_token_id": "<|mimo_audio_end|>"}
+    config = {
+        "architectures": ["MiMoV2OmniForCausalLM"],
+        "model_type": "mimo_v2_flash",
+        **text,
+        "vision_config": vision,
+        "processor_config": {name: vocab[token] for name, token in ids.items()},
+        "torch_dtype": "bfloat16",
+    }
+    dump(path, "config.json", config)
+
+
+def mimo_requests():
+    """Images: photo_requests' (12 MP cut to the 4096-patch budget, small ones grown to 4, grey, RGBA: vLLM's
+    convert("RGB") drops the alpha, two in one prompt)."""
+    return photo_requests(MIMO_IMAGE, 80, pair=True)
+
+
 # Each model: its directory's writer, its requests, its image processor's class (None: vLLM holds no processor
 # object), the method its module wraps ("module:function" for a module's function).
 MODELS = {
@@ -238,6 +279,7 @@ MODELS = {
         "tokenize_with_images",
     ),
     "muse_spark": (write_muse_spark, muse_spark_requests, None, f"{MUSE_SPARK}:_resize"),
+    "mimo": (write_mimo, mimo_requests, f"{MIMO}._ImageProcessor", f"{MIMO}:_transform_single"),
 }
 
 
@@ -301,6 +343,19 @@ def test_muse_spark_same_outputs_plugin_on_and_off(both):
     assert [tuple(t.shape) for item in on["two"]["tensors"] for t in item.values()] == [(3, 476, 644), (3, 644, 476)]
     assert [tuple(item["videos"].shape) for item in on["video-8"]["tensors"]] == [(4, 3, 196, 252)]
     assert_served_without_hand_backs(on, off, "Muse Spark preprocessing")
+
+
+def test_mimo_same_outputs_plugin_on_and_off(both):
+    """MiMo-V2-Omni: vLLM's own image preprocessing (module functions), its float32 resize served. The sides run
+    at 1 torch thread, as a server's processes do: torch's channels-last float kernel for RGB (the generic one,
+    at 2 threads, in test_mimo_calls_it_does_not_reproduce_run_vllms_code)."""
+    on, off = model_sides(both, "mimo")
+    assert_same_requests(on, off, "mimo", [name for name, *_ in mimo_requests()])
+    # 12 MP: within the 4096 merged-patch budget (4 rows of 3 * 2 * 14 * 14 per merged patch); 10 x 900: its short
+    # side grown to 28, the long one with it (28 x 2520).
+    assert 3000 < on["3024x4032"]["tensors"][0]["pixel_values"].shape[0] <= 4096 * 4
+    assert [tuple(item["image_grid_thw"].tolist()) for item in on["10x900"]["tensors"]] == [(1, 2, 180)]
+    assert_served_without_hand_backs(on, off, "MiMo-V2-Omni image preprocessing")
 
 
 def test_step3_same_outputs_plugin_on_and_off(both):
@@ -506,6 +561,46 @@ def test_muse_spark_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
         "vLLM's Muse Spark preprocessing stays its own: its _resize is not vllm 0.34.0's (the one this reproduces)"
     ), said
     assert module._resize_frames is originals["_resize_frames"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_mimo_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, threads):
+    """In this process, at 1 and 2 torch threads (torch's two float kernels for RGB): served images equal vLLM's
+    own _transform_single (values and sizes); a tensor goes to vLLM's function; a vLLM whose function changed is
+    not served."""
+    import importlib
+
+    import torch
+    from PIL import Image
+
+    from fused_input_norm import vllm_mimo
+
+    module = importlib.import_module(MIMO)
+    original = unwrapped(monkeypatch, module, "_transform_single")
+    monkeypatch.setattr(module, "_transform_single", original)  # what this test's end puts back
+    log, messages = recorded_log(monkeypatch, "test_vllm_own")
+    assert "serves vLLM's MiMo-V2-Omni image preprocessing" in vllm_mimo.serve(log)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for (h, w), seed in [((301, 517), 90), ((1080, 1920), 91), ((40, 30), 92)]:
+            image = Image.fromarray(photo(h, w, seed))
+            got, expected = module._transform_single(image, 28, 3136, 1003520), original(image, 28, 3136, 1003520)
+            assert got[1:] == expected[1:], (h, w)
+            assert torch.equal(got[0], expected[0]), (h, w, int((got[0] != expected[0]).sum()))
+        assert not messages, messages  # the images were served, none handed back
+        chw = torch.from_numpy(photo(64, 96, 93)).permute(2, 0, 1)
+        got, expected = module._transform_single(chw, 28, 3136, 1003520), original(chw, 28, 3136, 1003520)
+        assert torch.equal(got[0], expected[0])
+    finally:
+        torch.set_num_threads(before)
+    assert any("a Tensor, not a PIL image" in m for m in messages), messages
+    monkeypatch.setattr(module, "_transform_single", lambda img, factor, min_px, max_px, device=None: None)
+    said = vllm_mimo.serve(log)
+    assert said == (
+        "vLLM's MiMo-V2-Omni image preprocessing stays its own: its _transform_single is not vllm 0.34.0's (the one "
+        "this reproduces)"
+    ), said
 
 
 if __name__ == "__main__":

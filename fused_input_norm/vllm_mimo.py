@@ -1,0 +1,73 @@
+"""vLLM's own MiMo-V2-Omni image preprocessing served by the fused resize op.
+
+MiMo-V2-Omni (MiMoV2OmniForCausalLM) is preprocessed by vllm/transformers_utils/processors/mimo_v2_omni.py: for
+each image, MiMoVLProcessor.process_image calls _transform_single, which converts the PIL image to RGB and to a
+float32 [3, H, W] tensor (channels-last strides), sizes it with _smart_resize (multiples of patch * merge within
+the pixel budget), resizes it with torch's F.interpolate(mode="bilinear", antialias=False) and standardizes it
+(_standardize: - mean, / std, on the 0-255 values); _flatten_visual then cuts the patch rows.
+
+`serve` replaces _transform_single: the engine's float32 bilinear (the filter torch_float_bilinear names for the
+call: torch picks its kernel by thread count and output size) reads the image's bytes directly, with no float32
+copy of the input, and vLLM's own _smart_resize and _standardize still run, so the values are vLLM's bit for bit.
+torch's float kernels compute so only on x86 at CPU capability AVX2 and above (resize.torch_float_fma_kernel):
+elsewhere every call is handed back. Videos (_transform_batch) stay vLLM's: vLLM converts their frames to float32
+before this module sees them.
+
+The module is served only as this file knows it: the source of the function it replaces must be vllm 0.34.0's
+(its SHA-256 below); where it moved, `serve` changes nothing and says why. A call it does not reproduce (a tensor
+rather than a PIL image, another device) runs vLLM's own function, and the first call of each kind logs why.
+vllm's module is imported only by vLLM itself (as it loads the model class): the plugin serves it once vLLM has
+(vllm_plugin.serve_imported).
+"""
+
+import logging
+import sys
+
+import torch
+
+from . import resize
+from .images import pil_to_chw
+from .vllm_internvl import replace_functions
+
+MODULE = "vllm.transformers_utils.processors.mimo_v2_omni"
+# What this replaces: this function of MODULE, as vllm 0.34.0 writes it.
+REPRODUCED = {"_transform_single": "2f811c39177f2b523a5e900cac4439749ea2a91d02c6f78d32e5a5be2daa7576"}
+# How scripts/vllm_reach.py names MiMo's image preprocessing (module functions, called by this class).
+IMAGE_CLASSES = ("MiMoVLProcessor",)
+# Why its videos stay vLLM's (scripts/vllm_reach.py's row says so).
+VIDEOS_UNSERVED = (
+    "vLLM converts the frames to float32 before _transform_batch sees them, and the engine resizes bytes (reading "
+    "them back from float32 would be one more pass over every frame, with a check that they are bytes)"
+)
+_PLANS = resize.PlanCache()
+
+
+def serve(log: logging.Logger) -> str:
+    """Makes the fused resize op serve MiMo-V2-Omni's image resize; returns the sentence to log."""
+    served = (
+        "the fused resize op (torch's float32 bilinear) serves vLLM's MiMo-V2-Omni image preprocessing in place of "
+        "its float32 conversion and torch interpolate"
+    )
+    calls = {"_transform_single": _image}
+    return replace_functions(MODULE, calls, REPRODUCED, served, "MiMo-V2-Omni image preprocessing", log)
+
+
+def _image(img, factor: int, min_px: int, max_px: int, device=None) -> tuple | str:
+    """What _transform_single returns ((standardized float32 [3, h, w], w, h)), or why this call goes to its code."""
+    module = sys.modules[MODULE]  # vLLM's own _smart_resize and _standardize
+    if not resize.torch_float_fma_kernel():
+        return "torch's float32 bilinear here is not the one the engine reproduces (x86 at AVX2 and above)"
+    if device is not None and torch.device(device).type != "cpu":
+        return f"device {device}"
+    if isinstance(img, torch.Tensor) or not hasattr(img, "convert"):
+        return f"a {type(img).__name__}, not a PIL image"
+    img = img.convert("RGB")
+    width, height = img.size
+    h_bar, w_bar = module._smart_resize(height, width, factor, min_px, max_px)
+    pixels = pil_to_chw(img)  # uint8 [3, H, W], channels-last strides, as vLLM's float32 copy has them
+    size = (h_bar, w_bar)
+    out = torch.empty((1, 3, h_bar, w_bar), dtype=torch.float32)
+    weight, bias = resize.identity_affine()
+    kernel = resize.torch_float_bilinear(3, size, channels_last=True)
+    resize.resize_into(out, pixels[None], weight, bias, size, (0, 0, *size), kernel, "pil", _PLANS)
+    return module._standardize(out).squeeze(0), w_bar, h_bar
