@@ -567,7 +567,8 @@ MODULE_RESIZE_BAD = [
         "resample-nearest",
         {"resample": "nearest"},
         ValueError,
-        r"resample must be one of 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', got 'nearest'",
+        r"resample must be one of 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
+        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', got 'nearest'",
     ),
     ("resample-box", {"resample": "box"}, ValueError, r"resample must be one of .*got 'box'"),
     ("resample-upper-case", {"resample": "BICUBIC"}, ValueError, r"resample must be one of"),
@@ -687,7 +688,8 @@ PATCHIFY_BAD = [
         "resample-nearest",
         {"resample": "nearest"},
         ValueError,
-        r"resample must be one of 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', got 'nearest'",
+        r"resample must be one of 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
+        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', got 'nearest'",
     ),
     ("reference-pillow", {"reference": "pillow"}, ValueError, r"reference must be one of"),
     ("patch_size-zero", {"patch_size": 0}, ValueError, r"patch_size must be an int >= 1"),
@@ -780,7 +782,8 @@ OP_BAD = [
         "resample-nearest",
         op(resample="nearest"),
         ValueError,
-        r"resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32' or 'bilinear_no_antialias', got 'nearest'",
+        r"resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
+        r"'bilinear_no_antialias_f32' or 'bilinear_no_antialias_f32_cl', got 'nearest'",
     ),
     ("size-length-1", op(size=[20]), ValueError, r"size must be \(height, width\) >= 1, got \[20\]"),
     ("size-zero", op(size=[0, 70]), ValueError, r"size must be \(height, width\) >= 1, got \[0, 70\]"),
@@ -993,7 +996,8 @@ PLAN_BAD = [
     (
         "resample-nearest",
         (10, 5, "nearest"),
-        r"resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32' or 'bilinear_no_antialias', got 'nearest'",
+        r"resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
+        r"'bilinear_no_antialias_f32' or 'bilinear_no_antialias_f32_cl', got 'nearest'",
     ),
     ("reference-pil-13", (10, 5, "bicubic", "pil-13"), r"reference must be 'pil' or 'torchvision', got 'pil-13'"),
     ("reference-torch", (10, 5, "bicubic", "torch"), r"reference must be 'pil' or 'torchvision'"),
