@@ -9,6 +9,8 @@ the pixel budget), resizes it with torch's F.interpolate(mode="bilinear", antial
 `serve` replaces _transform_single: the engine's float32 bilinear (the filter torch_float_bilinear names for the
 call: torch picks its kernel by thread count and output size) reads the image's bytes directly, with no float32
 copy of the input, and vLLM's own _smart_resize and _standardize still run, so the values are vLLM's bit for bit.
+It also wraps MiMoVLProcessor._flatten_visual: the patchify op writes Qwen-VL's patch rows (the image repeated
+temporal_patch_size times, or a video's frames) in one pass, where vLLM repeats the image and copies it twice.
 torch's float kernels compute so only on x86 at CPU capability AVX2 and above (resize.torch_float_fma_kernel):
 elsewhere every call is handed back. Videos (_transform_batch) stay vLLM's: vLLM converts their frames to float32
 before this module sees them.
@@ -26,12 +28,17 @@ import sys
 import torch
 
 from . import resize
+from .checks import is_int
 from .images import pil_to_chw
-from .vllm_internvl import replace_functions
+from .module import FusedInputNorm
+from .vllm_internvl import HandedBack, replace_functions, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.mimo_v2_omni"
 # What this replaces: this function of MODULE, as vllm 0.34.0 writes it.
-REPRODUCED = {"_transform_single": "2f811c39177f2b523a5e900cac4439749ea2a91d02c6f78d32e5a5be2daa7576"}
+REPRODUCED = {
+    "_transform_single": "2f811c39177f2b523a5e900cac4439749ea2a91d02c6f78d32e5a5be2daa7576",
+    "MiMoVLProcessor._flatten_visual": "63028b26e970d0fd700ea65d998df2e54f45bd330bfd5716402a841f2d430743",
+}
 # How scripts/vllm_reach.py names MiMo's image preprocessing (module functions, called by this class).
 IMAGE_CLASSES = ("MiMoVLProcessor",)
 # Why its videos stay vLLM's (scripts/vllm_reach.py's row says so).
@@ -40,16 +47,21 @@ VIDEOS_UNSERVED = (
     "them back from float32 would be one more pass over every frame, with a check that they are bytes)"
 )
 _PLANS = resize.PlanCache()
+_COPY = FusedInputNorm.identity(3)  # patchify with weight 1, bias 0: the values themselves, laid out
 
 
 def serve(log: logging.Logger) -> str:
     """Makes the fused resize op serve MiMo-V2-Omni's image resize; returns the sentence to log."""
     served = (
         "the fused resize op (torch's float32 bilinear) serves vLLM's MiMo-V2-Omni image preprocessing in place of "
-        "its float32 conversion and torch interpolate"
+        "its float32 conversion, torch interpolate and patch flattening"
     )
     calls = {"_transform_single": _image}
-    return replace_functions(MODULE, calls, REPRODUCED, served, "MiMo-V2-Omni image preprocessing", log)
+    said = replace_functions(MODULE, calls, REPRODUCED, served, "MiMo-V2-Omni image preprocessing", log)
+    if said == served:
+        cls = sys.modules[MODULE].MiMoVLProcessor
+        wrap_method(cls, "_flatten_visual", _flattened, HandedBack(log))
+    return said
 
 
 def _image(img, factor: int, min_px: int, max_px: int, device=None) -> tuple | str:
@@ -71,3 +83,29 @@ def _image(img, factor: int, min_px: int, max_px: int, device=None) -> tuple | s
     kernel = resize.torch_float_bilinear(3, size, channels_last=True)
     resize.resize_into(out, pixels[None], weight, bias, size, (0, 0, *size), kernel, "pil", _PLANS)
     return module._standardize(out).squeeze(0), w_bar, h_bar
+
+
+def _flattened(processor, args: tuple, kwargs: dict) -> tuple | str:
+    """What _flatten_visual returns (Qwen-VL's patch rows of the image repeated temporal_patch_size times, or of the
+    frames, and the int32 grid), written by the patchify op in one pass instead of vLLM's repeat and two copies, or
+    why this call goes to its code."""
+    bound = dict(zip(("visual", "kind"), args, strict=False)) | kwargs
+    if len(args) > 2 or set(bound) != {"visual", "kind"}:
+        return "arguments that do not bind to (visual, kind)"
+    visual, kind = bound["visual"], bound["kind"]
+    if type(processor) is not sys.modules[MODULE].MiMoVLProcessor:
+        return f"{type(processor).__name__} is a subclass with preprocessing of its own"
+    patch, merge, temporal = processor.patch_size, processor.merge_size, processor.temporal_patch_size
+    if not (isinstance(visual, torch.Tensor) and visual.dtype == torch.float32 and visual.device.type == "cpu"):
+        return "a visual that is not a float32 CPU tensor"
+    if not all(is_int(v) and v >= 1 for v in (patch, merge, temporal)) or processor.temporal_compression_ratio != 1:
+        return "a patch geometry the patchify op does not take"
+    if (kind, visual.dim()) not in (("image", 3), ("video", 4)) or visual.shape[-3] != 3:
+        return f"a {kind} visual of shape {tuple(visual.shape)}"
+    height, width = visual.shape[-2:]
+    frames = visual.shape[0] if kind == "video" else temporal
+    if height % (patch * merge) or width % (patch * merge) or frames % temporal:
+        return f"a {kind} of {frames} x {height} x {width}, not whole merged patches and temporal groups"
+    rows, _ = _COPY.patchify(visual, torch.float32, patch_size=patch, temporal_patch_size=temporal, merge_size=merge)
+    grid = torch.tensor([frames // temporal, height // patch, width // patch], dtype=torch.int32)
+    return rows, grid

@@ -579,6 +579,8 @@ def test_mimo_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, threads):
     original = unwrapped(monkeypatch, module, "_transform_single")
     monkeypatch.setattr(module, "_transform_single", original)  # what this test's end puts back
     log, messages = recorded_log(monkeypatch, "test_vllm_own")
+    monkeypatch.setattr(module.MiMoVLProcessor, "_flatten_visual", module.MiMoVLProcessor._flatten_visual)
+    unwrapped(monkeypatch, module.MiMoVLProcessor, "_flatten_visual")
     assert "serves vLLM's MiMo-V2-Omni image preprocessing" in vllm_mimo.serve(log)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -595,6 +597,18 @@ def test_mimo_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, threads):
     finally:
         torch.set_num_threads(before)
     assert any("a Tensor, not a PIL image" in m for m in messages), messages
+    # _flatten_visual: an image's rows (repeated temporal_patch_size times) and a video's, positional and by keyword.
+    processor = module.MiMoVLProcessor.__new__(module.MiMoVLProcessor)
+    processor.patch_size, processor.merge_size, processor.temporal_patch_size = 14, 2, 2
+    processor.temporal_compression_ratio = 1
+    flatten = getattr(module.MiMoVLProcessor._flatten_visual, "fused_input_norm_wrapped", None)
+    assert flatten is not None
+    for kind, shape in [("image", (3, 56, 84)), ("video", (4, 3, 28, 56))]:
+        visual = torch.randn(shape, generator=torch.Generator().manual_seed(threads))
+        expected = flatten(processor, visual, kind)
+        for got in (processor._flatten_visual(visual, kind), processor._flatten_visual(kind=kind, visual=visual)):
+            assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1]), kind
+            assert got[1].dtype == expected[1].dtype == torch.int32
     monkeypatch.setattr(module, "_transform_single", lambda img, factor, min_px, max_px, device=None: None)
     said = vllm_mimo.serve(log)
     assert said == (
