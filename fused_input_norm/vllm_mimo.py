@@ -34,7 +34,7 @@ from .module import FusedInputNorm
 from .vllm_internvl import HandedBack, replace_functions, wrap_method
 
 MODULE = "vllm.transformers_utils.processors.mimo_v2_omni"
-# What this replaces: this function of MODULE, as vllm 0.34.0 writes it.
+# What this replaces (and, for _flatten_visual, wraps): these functions of MODULE, as vllm 0.34.0 writes them.
 REPRODUCED = {
     "_transform_single": "2f811c39177f2b523a5e900cac4439749ea2a91d02c6f78d32e5a5be2daa7576",
     "MiMoVLProcessor._flatten_visual": "63028b26e970d0fd700ea65d998df2e54f45bd330bfd5716402a841f2d430743",
@@ -104,7 +104,7 @@ def _flattened(processor, args: tuple, kwargs: dict) -> tuple | str:
         return f"a {kind} visual of shape {tuple(visual.shape)}"
     height, width = visual.shape[-2:]
     frames = visual.shape[0] if kind == "video" else temporal
-    if height % (patch * merge) or width % (patch * merge) or frames % temporal:
+    if frames < 1 or height % (patch * merge) or width % (patch * merge) or frames % temporal:
         return f"a {kind} of {frames} x {height} x {width}, not whole merged patches and temporal groups"
     rows, _ = _COPY.patchify(visual, torch.float32, patch_size=patch, temporal_patch_size=temporal, merge_size=merge)
     grid = torch.tensor([frames // temporal, height // patch, width // patch], dtype=torch.int32)
