@@ -742,14 +742,20 @@ inline std::array<int64_t, 2> intermediate_shape(const ResizePlan& p) {
   return p.vertical_first ? std::array<int64_t, 2>{p.crop_h, span} : std::array<int64_t, 2>{span, p.crop_w};
 }
 
+// A pass reading `src` with strides (b, c, h, w), every other field zero.
+inline ResamplePass pass_reading(const uint8_t* src, const std::array<int64_t, 4>& strides) {
+  ResamplePass pass{};
+  pass.src = src;
+  pass.stride_b = strides[0];
+  pass.stride_c = strides[1];
+  pass.stride_row = strides[2];
+  pass.stride_col = strides[3];
+  return pass;
+}
+
 // The first of two passes: element (b, c, i, j) of the intermediate, from the input.
 inline ResamplePass first_pass(const ResizePlan& p, const uint8_t* input) {
-  ResamplePass pass{};
-  pass.src = input;
-  pass.stride_b = p.strides[0];
-  pass.stride_c = p.strides[1];
-  pass.stride_row = p.strides[2];
-  pass.stride_col = p.strides[3];
+  ResamplePass pass = pass_reading(input, p.strides);
   pass.vertical = p.vertical_first;
   pass.plan = p.vertical_first ? p.row_plan : p.col_plan;
   pass.plan_begin = static_cast<int32_t>(p.vertical_first ? p.top : p.left);
@@ -762,12 +768,7 @@ inline ResamplePass first_pass(const ResizePlan& p, const uint8_t* input) {
 // The pass that produces element (b, c, i, j) of the crop: the last of two, reading the intermediate
 // (`src`, contiguous [B, C, rows, cols]), or the only one, reading the input.
 inline ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std::array<int64_t, 4>& src_strides) {
-  ResamplePass pass{};
-  pass.src = src;
-  pass.stride_b = src_strides[0];
-  pass.stride_c = src_strides[1];
-  pass.stride_row = src_strides[2];
-  pass.stride_col = src_strides[3];
+  ResamplePass pass = pass_reading(src, src_strides);
   pass.vertical = p.two_passes() ? !p.vertical_first : p.row_plan != nullptr;
   pass.plan = pass.vertical ? p.row_plan : p.col_plan;
   pass.plan_begin = static_cast<int32_t>(pass.vertical ? p.top : p.left);
@@ -795,12 +796,7 @@ inline ResamplePass cv2_last_pass(const ResizePlan& p, const float* first_rows, 
 
 // The float32 bilinear's one pass, over the input itself.
 inline ResamplePass linear_f32_pass(const ResizePlan& p, const uint8_t* input) {
-  ResamplePass pass{};
-  pass.src = input;
-  pass.stride_b = p.strides[0];
-  pass.stride_c = p.strides[1];
-  pass.stride_row = p.strides[2];
-  pass.stride_col = p.strides[3];
+  ResamplePass pass = pass_reading(input, p.strides);
   pass.linear_f32 = true;
   pass.linear_f32_products = p.filter == ResampleFilter::kBilinearFloatChannelsLast;
   pass.plan = p.row_plan;
