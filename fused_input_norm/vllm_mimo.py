@@ -31,7 +31,7 @@ from . import resize
 from .checks import is_int
 from .images import pil_to_chw
 from .module import FusedInputNorm
-from .vllm_internvl import HandedBack, replace_functions, wrap_method
+from .vllm_internvl import replace_functions, wrap_bound
 
 MODULE = "vllm.transformers_utils.processors.mimo_v2_omni"
 # What this replaces (and, for _flatten_visual, wraps): these functions of MODULE, as vllm 0.34.0 writes them.
@@ -59,8 +59,7 @@ def serve(log: logging.Logger) -> str:
     calls = {"_transform_single": _image}
     said = replace_functions(MODULE, calls, REPRODUCED, served, "MiMo-V2-Omni image preprocessing", log)
     if said == served:
-        cls = sys.modules[MODULE].MiMoVLProcessor
-        wrap_method(cls, "_flatten_visual", _flattened, HandedBack(log))
+        wrap_bound(sys.modules[MODULE].MiMoVLProcessor, "_flatten_visual", _flattened, log)
     return said
 
 
@@ -85,16 +84,11 @@ def _image(img, factor: int, min_px: int, max_px: int, device=None) -> tuple | s
     return module._standardize(out).squeeze(0), w_bar, h_bar
 
 
-def _flattened(processor, args: tuple, kwargs: dict) -> tuple | str:
+def _flattened(processor, call: dict) -> tuple | str:
     """What _flatten_visual returns (Qwen-VL's patch rows of the image repeated temporal_patch_size times, or of the
     frames, and the int32 grid), written by the patchify op in one pass instead of vLLM's repeat and two copies, or
     why this call goes to its code."""
-    bound = dict(zip(("visual", "kind"), args, strict=False)) | kwargs
-    if len(args) > 2 or set(bound) != {"visual", "kind"}:
-        return "arguments that do not bind to (visual, kind)"
-    visual, kind = bound["visual"], bound["kind"]
-    if type(processor) is not sys.modules[MODULE].MiMoVLProcessor:
-        return f"{type(processor).__name__} is a subclass with preprocessing of its own"
+    visual, kind = call["visual"], call["kind"]  # bound by wrap_bound, which hands subclasses back
     patch, merge, temporal = processor.patch_size, processor.merge_size, processor.temporal_patch_size
     if not (isinstance(visual, torch.Tensor) and visual.dtype == torch.float32 and visual.device.type == "cpu"):
         return "a visual that is not a float32 CPU tensor"
