@@ -33,6 +33,7 @@ the example checkpoint each row stands for. An image-capable architecture missin
 
 import argparse
 import ast
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -366,13 +367,8 @@ def read_model(module: str, cls: str) -> dict:
 def plugin_modules() -> dict[str, dict[str, str]]:
     """Per modality ("images", "videos"): vLLM processor class -> the fused_input_norm module that serves it in
     place (each vllm_* module's CLASS or IMAGE_CLASSES for images, its VIDEO_CLASS or VIDEO_CLASSES for videos)."""
-    import fused_input_norm
-
     served = {"images": {}, "videos": {}}
-    for found in pkgutil.iter_modules(fused_input_norm.__path__):
-        if not found.name.startswith("vllm_"):
-            continue
-        module = importlib.import_module(f"fused_input_norm.{found.name}")
+    for found, module in _vllm_modules():
         for name in (getattr(module, "CLASS", None), *getattr(module, "IMAGE_CLASSES", ())):
             if isinstance(name, str):
                 served["images"][name] = found.name
@@ -382,18 +378,24 @@ def plugin_modules() -> dict[str, dict[str, str]]:
     return served
 
 
+def _vllm_modules():
+    """(found, module) for each fused_input_norm.vllm_* module."""
+    import fused_input_norm
+
+    for found in pkgutil.iter_modules(fused_input_norm.__path__):
+        if found.name.startswith("vllm_"):
+            yield found, importlib.import_module(f"fused_input_norm.{found.name}")
+
+
+@functools.cache
 def plugin_video_reasons() -> dict[str, str]:
     """vLLM processor class -> why a vllm_* module that serves its images leaves its videos to vLLM (the module's
     VIDEOS_UNSERVED)."""
-    import fused_input_norm
-
     reasons = {}
-    for found in pkgutil.iter_modules(fused_input_norm.__path__):
-        if found.name.startswith("vllm_"):
-            module = importlib.import_module(f"fused_input_norm.{found.name}")
-            why = getattr(module, "VIDEOS_UNSERVED", None)
-            for name in getattr(module, "IMAGE_CLASSES", ()) if why else ():
-                reasons[name] = f"{found.name} leaves them to vLLM: {why}"
+    for found, module in _vllm_modules():
+        why = getattr(module, "VIDEOS_UNSERVED", None)
+        for name in getattr(module, "IMAGE_CLASSES", ()) if why else ():
+            reasons[name] = f"{found.name} leaves them to vLLM: {why}"
     return reasons
 
 
@@ -505,8 +507,9 @@ def _medium(
                 "vLLM",
                 f"vLLM's own processor ({cls}); the generic path stands in (BUILT_ELSEWHERE), with no vLLM test",
             )
-        if video and cls in plugin_video_reasons():
-            return "vLLM", f"vLLM's own processor ({cls}); {plugin_video_reasons()[cls]}"
+        why = plugin_video_reasons().get(cls) if video else None
+        if why:
+            return "vLLM", f"vLLM's own processor ({cls}); {why}"
         return "vLLM", f"vLLM's own processor ({cls})"
     if kind == "frames":  # a video whose frames go through a transformers image processor, one call each
         kind, video = "", False
