@@ -1,7 +1,7 @@
 // The CPU kernels, without torch: the per-chunk loops of every layout (contiguous, channels-last read
 // channels-first, strided) and the split of a call into parallel chunks, on the process's CPU capability
 // (cpu_capability.h, linked with cpu_capability.cpp). csrc/affine_cpu.cpp runs them with torch's
-// parallel_for, csrc/resample_cpu.cpp on its resampled bands; tests/cpp/cpu_kernels.cpp runs them without
+// parallel_for, csrc/resample_cpu_bands.h on its resampled bands; tests/cpp/cpu_kernels.cpp runs them without
 // torch (natively, and on aarch64 under qemu). Everything here is internal to each unit that includes it.
 // FIN_CPU_PLAIN leaves out every SIMD path of ours (the x86 capabilities, NEON's float16 conversion): the
 // plain C++ build the test driver compares against.

@@ -1,9 +1,9 @@
 // The CPU capability the CPU kernels run with, torch-free. The choice is made once per process, in
-// cpu_capability.cpp, and every translation unit that runs CPU kernels (affine_cpu.cpp, resample_cpu.cpp,
-// the build_info in ops.cpp, the torch-free tests/cpp/cpu_kernels.cpp) reads that one choice: made in each
-// unit, it would read the environment and warn about a bad value once per unit. with_cpu_capability stays
-// here, in the header, because it must inline each caller's kernel into a function compiled for the
-// capability; it cannot be compiled once in a .cpp for callers it does not know.
+// cpu_capability.cpp, and every translation unit that runs CPU kernels (affine_cpu.cpp, each
+// resample_cpu_<capability>.cpp, the build_info in ops.cpp, the torch-free tests/cpp/cpu_kernels.cpp) reads that one
+// choice: made in each unit, it would read the environment and warn about a bad value once per unit.
+// with_cpu_capability stays here, in the header, because it must inline each caller's kernel into a function compiled
+// for the capability; it cannot be compiled once in a .cpp for callers it does not know.
 //
 // On x86-64 the capabilities are the baseline ISA ("default"), x86-64-v3 ("avx2": AVX2, FMA, F16C) and
 // x86-64-v4 ("avx512"). On aarch64 NEON is baseline: "neon" is the best capability (the loops vectorized with
@@ -13,8 +13,9 @@
 // the baseline path on any machine. FIN_CPU_PLAIN leaves out every SIMD path of ours (the plain C++ build the
 // kernel tests compare against): only "default" is then supported.
 //
-// A new capability: an enum value, its name in cpu_capability.cpp's kNames, a case in cpu_supports, a target
-// in with_cpu_capability (if it needs one), and its affine_on in affine_cpu_kernels.h.
+// A new capability: an enum value, its name in cpu_capability.cpp's kNames, a case in cpu_supports, a case in
+// select_cpu_capability and on_capability (with a target, if it needs one), its affine_on in
+// affine_cpu_kernels.h, and its unit of the resize, resample_cpu_<name>.cpp.
 #pragma once
 
 #include <type_traits>
@@ -76,22 +77,50 @@ __attribute__((noinline)) void on_neon(const F& f) {
 }
 #endif
 
+// Calls f(tag) for the capability this process runs, with no target of its own: f picks the code, for one
+// capability compiled in another translation unit (resample_cpu.cpp calls each capability's resize so).
 template <typename F>
-inline void with_cpu_capability(const F& f) {
+inline void select_cpu_capability(const F& f) {
   switch (cpu_capability()) {
 #if defined(FIN_NEON)
     case CpuCapability::kNeon:
-      return on_neon(f);
+      return f(CapabilityTag<CpuCapability::kNeon>{});
 #endif
 #if defined(FIN_X86)
     case CpuCapability::kAvx512:
-      return on_avx512(f);
+      return f(CapabilityTag<CpuCapability::kAvx512>{});
     case CpuCapability::kAvx2:
-      return on_avx2(f);
+      return f(CapabilityTag<CpuCapability::kAvx2>{});
 #endif
     default:
-      return on_default(f);
+      return f(CapabilityTag<CpuCapability::kDefault>{});
   }
+}
+
+// Calls f(tag) with f inlined into the function compiled for capability `cap` alone: code for one capability
+// only, where the caller already knows which.
+template <CpuCapability cap, typename F>
+inline void on_capability(const F& f) {
+  if constexpr (cap == CpuCapability::kDefault) {
+    on_default(f);
+#if defined(FIN_X86)
+  } else if constexpr (cap == CpuCapability::kAvx2) {
+    on_avx2(f);
+  } else if constexpr (cap == CpuCapability::kAvx512) {
+    on_avx512(f);
+#endif
+#if defined(FIN_NEON)
+  } else if constexpr (cap == CpuCapability::kNeon) {
+    on_neon(f);
+#endif
+  } else {
+    static_assert(cap == CpuCapability::kDefault, "a capability this build does not compile");
+  }
+}
+
+template <typename F>
+inline void with_cpu_capability(const F& f) {
+  select_cpu_capability([&](auto cap) { on_capability<decltype(cap)::value>(f); });
 }
 
 }  // namespace

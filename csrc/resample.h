@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu_capability.h"
 #include "glue.h"
 #include "resample_kernel.h"
 #include "strided_layout.h"
@@ -22,6 +23,12 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
 
 using ResizeRun = void (*)(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                            const ResizePlan& plan);
+
+// The CPU resize with one capability's kernels (resample_cpu_bands.h), defined in that capability's own unit,
+// resample_cpu_<capability>.cpp.
+template <CpuCapability capability>
+void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         const ResizePlan& plan);
 
 template <ResizeRun Run>
 void resize_affine_out_op(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,

@@ -1,5 +1,5 @@
 // The resize's CPU kernels, torch-free (the host compilers of every CPU capability share them; the op's glue,
-// resample_cpu.cpp, splits a call into bands and runs these on each, and tests/cpp/resize_emulation.cpp --cpu
+// resample_cpu_bands.h, splits a call into bands and runs these on each, and tests/cpp/resize_emulation.cpp --cpu
 // runs them alone, as under qemu-aarch64 where torch cannot run). A band's first-pass rows and its resampled
 // uint8 rows are made in per-thread buffers that stay in L2; the passes are integer sums (resample_kernel.h),
 // so the order in which they are vectorized does not change a bit.

@@ -2,6 +2,8 @@
 # Builds libfused_input_norm.so with CMake into BUILD_DIR, runs the C++ dispatcher test (ctest), then loads
 # the library into a Python that never imports the package (torch.ops.load_library) and checks the op.
 #   CMAKE=cmake VENV=.venv bash scripts/check_cmake.sh BUILD_DIR [extra cmake -D args]
+# GENERATE_ONLY=1 stops after the configure and generate (a CMake version's policies and the generated build
+# files are checked there), before the ~3-4 min build.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:?usage: check_cmake.sh BUILD_DIR [cmake args]}
@@ -16,6 +18,11 @@ rm -rf "$build"
   -DCMAKE_PREFIX_PATH="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')" "$@" > "$build.configure.log" 2>&1 \
   || { tail -40 "$build.configure.log"; exit 1; }
 grep "fused_input_norm: GPU backend" "$build.configure.log"
+if [ "${GENERATE_ONLY:-0}" = 1 ]; then
+  grep -q "^build " "$build/build.ninja" || { echo "no build statements in $build/build.ninja"; exit 1; }
+  echo "configured and generated: $(grep -c '^build ' "$build/build.ninja") build statements in $build/build.ninja (GENERATE_ONLY=1: not built)"
+  exit 0
+fi
 start=$(date +%s)
 "$CMAKE" --build "$build" > "$build.build.log" 2>&1 || { grep -m20 -B2 -A5 "error" "$build.build.log"; exit 1; }
 echo "built in $(( $(date +%s) - start )) s"
