@@ -135,8 +135,15 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
        {std::pair<const char*, const Tensor&>{"out", out}, {"input", input}, {"weight", weight}, {"bias", bias}}) {
     check_defined("resize_affine_out", name, t);
   }
-  if (const ScalarType dtype = input.scalar_type(); dtype != ScalarType::Byte) {
-    fail(ArgError::kType, kOp, ": input must be a torch.uint8 image, got ", py_dtype(dtype));
+  p.filter = parse_filter(kOp, filter);
+  // uint8 for every filter; float32 too for the float32 bilinear, which computes in float32 from either (torch's
+  // F.interpolate on a float32 image, whatever its values).
+  if (const ScalarType dtype = input.scalar_type(); dtype == ScalarType::Float && is_linear_f32(p.filter)) {
+    p.float_input = true;
+  } else if (dtype != ScalarType::Byte) {
+    fail(ArgError::kType, kOp, ": input must be a torch.uint8 image",
+         is_linear_f32(p.filter) ? " or a torch.float32 one" : " (torch.float32 only with the float32 bilinear)",
+         ", got ", py_dtype(dtype));
   }
   if (input.dim() != 4) {
     fail(ArgError::kValue, kOp, ": input must be 4-D [B, C, H, W], got shape ", int_list(input.sizes()));
@@ -152,7 +159,6 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   const torch::stable::Device device = input.device();
   check_channel_vector("resize_affine_out", "weight", weight, device, 1, p.channels);
   check_channel_vector("resize_affine_out", "bias", bias, device, 1, p.channels);
-  p.filter = parse_filter(kOp, filter);
   if (size.size() != 2 || size[0] < 1 || size[1] < 1) {
     fail(ArgError::kValue, kOp, ": size must be (height, width) >= 1, got ", int_list(size));
   }

@@ -882,14 +882,16 @@ FIN_NO_FP_CONTRACT_ATTR inline void cv2_float_band(const ResizePlan& p, const ui
 // A float32 band of the canvas (cv2_canvas_band's, linear_f32_canvas_band's): filled with the fill byte; then
 // the crop's resized rows [from, from + count) of image b (`image`: its first element) go to `to` (row y, channel c at
 // to + c * rows * canvas_w + y * canvas_w); count 0 where the band holds none of them.
+template <typename in_t>
 struct FloatBandBox {
-  const uint8_t* image;
+  const in_t* image;
   float* to;
   int64_t from, count;
 };
 
-inline FloatBandBox float_band_box(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t y0, int64_t rows,
-                                   float* band) {
+template <typename in_t>
+FloatBandBox<in_t> float_band_box(const ResizePlan& p, const in_t* input, int64_t b, int64_t y0, int64_t rows,
+                                  float* band) {
   std::fill(band, band + p.channels * rows * p.canvas_w, static_cast<float>(p.fill));
   const int64_t box0 = std::clamp<int64_t>(p.pad_top - y0, 0, rows);
   const int64_t box1 = std::clamp<int64_t>(p.pad_top + p.crop_h - y0, 0, rows);
@@ -973,9 +975,9 @@ struct CapabilityFma {
 
 // canvas_band for the float32 bilinear: float32 values, each the shared per-element sum the GPU kernels run
 // (linear_f32_sum, with the capability's one-rounding fma), with each row's and column's taps looked up once.
-template <CpuCapability cap>
-FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const uint8_t* input, int64_t b, int64_t y0,
-                                           int64_t rows, float* band) {
+template <CpuCapability cap, typename in_t>
+FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const in_t* input, int64_t b, int64_t y0, int64_t rows,
+                                           float* band) {
   const auto [image, to, from, count] = float_band_box(p, input, b, y0, rows, band);
   if (count == 0) return;
   const int64_t width = p.canvas_w, plane = rows * width, C = p.channels, w = p.crop_w;
@@ -992,8 +994,8 @@ FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const uint8_t* i
   for (int64_t y = 0; y < count; ++y) {
     const LinearTaps row = linear_f32_taps(p.row_plan, from + y, p.in_h);
     for (int64_t c = 0; c < C; ++c) {
-      const uint8_t* r0 = image + c * sc + row.i0 * sh;
-      const uint8_t* r1 = image + c * sc + row.i1 * sh;
+      const in_t* r0 = image + c * sc + row.i0 * sh;
+      const in_t* r1 = image + c * sc + row.i1 * sh;
       float* out = to + c * plane + y * width;
       for (int64_t x = 0; x < w; ++x) {
         const LinearTaps& t = cols[x];

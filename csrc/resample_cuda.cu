@@ -81,7 +81,7 @@ void run_resize_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
     src = ws;
     strides = {p.channels * rows * cols, rows * cols, cols, 1};
   }
-  const ResamplePass last = is_linear_f32(p.filter) ? linear_f32_pass(p, in)
+  const ResamplePass last = is_linear_f32(p.filter) ? linear_f32_pass(p, input.const_data_ptr())
                             : first_rows != nullptr ? cv2_last_pass(p, first_rows, strides)
                                                     : last_pass(p, src, strides);
   const auto* w = static_cast<const float*>(weight.const_data_ptr());

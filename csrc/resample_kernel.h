@@ -412,14 +412,15 @@ FIN_HOST_DEVICE float linear_f32_sum(float x00, float x01, float x10, float x11,
   return fma(w11, x11, fma(w10, x10, fma(w00, x00, cv2_product(w01, x01))));
 }
 
-// Element (y, x) of the resized image from `plane` (one image's channel, uint8, rows and columns `stride_row`
-// and `stride_col` apart, in_h x in_w).
-FIN_HOST_DEVICE float linear_f32_value(const uint8_t* plane, int64_t stride_row, int64_t stride_col,
+// Element (y, x) of the resized image from `plane` (one image's channel, uint8 or float32, rows and columns
+// `stride_row` and `stride_col` apart, in_h x in_w).
+template <typename in_t>
+FIN_HOST_DEVICE float linear_f32_value(const in_t* plane, int64_t stride_row, int64_t stride_col,
                                        const int32_t* row_plan, const int32_t* col_plan, int64_t y, int64_t x,
                                        int64_t in_h, int64_t in_w, bool products) {
   const LinearTaps row = linear_f32_taps(row_plan, y, in_h), col = linear_f32_taps(col_plan, x, in_w);
-  const uint8_t* r0 = plane + row.i0 * stride_row;
-  const uint8_t* r1 = plane + row.i1 * stride_row;
+  const in_t* r0 = plane + row.i0 * stride_row;
+  const in_t* r1 = plane + row.i1 * stride_row;
   return linear_f32_sum(static_cast<float>(r0[col.i0 * stride_col]), static_cast<float>(r0[col.i1 * stride_col]),
                         static_cast<float>(r1[col.i0 * stride_col]), static_cast<float>(r1[col.i1 * stride_col]), row,
                         col, products);
@@ -550,9 +551,14 @@ struct ResamplePass {
   bool linear_f32, linear_f32_products;
   const int32_t* col_plan;
   int32_t in_h, in_w;
+  const float* float_src;  // the float32 bilinear's input where it is float32 (src unused then); else nullptr
 
   // The resampled value of element (b, c, i, j) as the affine reads it.
   FIN_HOST_DEVICE float value(int64_t b, int64_t c, int64_t i, int64_t j) const {
+    if (linear_f32 && float_src != nullptr) {
+      return linear_f32_value(float_src + b * stride_b + c * stride_c, stride_row, stride_col, plan, col_plan,
+                              i + plan_begin, j + fixed_begin, in_h, in_w, linear_f32_products);
+    }
     if (linear_f32) {
       return linear_f32_value(src + b * stride_b + c * stride_c, stride_row, stride_col, plan, col_plan, i + plan_begin,
                               j + fixed_begin, in_h, in_w, linear_f32_products);
@@ -666,6 +672,7 @@ struct ResizePlan {
   ResampleFilter filter;
   int64_t temporal, patch, merge;  // patch == 0: planar output
   bool clip;                       // patches from groups of T frames (B divisible by T), not one frame T times
+  bool float_input;                // the input is float32 (the float32 bilinear only), not uint8
   StridedLayout layout;            // output order -> offsets into the virtual [B, C, crop_h, crop_w]
   int64_t numel;                   // of the output
   // The input rows (horizontal first) or columns (vertical first) the first pass must produce for the crop:
@@ -794,9 +801,11 @@ inline ResamplePass cv2_last_pass(const ResizePlan& p, const float* first_rows, 
   return pass;
 }
 
-// The float32 bilinear's one pass, over the input itself.
-inline ResamplePass linear_f32_pass(const ResizePlan& p, const uint8_t* input) {
-  ResamplePass pass = pass_reading(input, p.strides);
+// The float32 bilinear's one pass, over the input itself (`input`: its first element, uint8 or float32 as
+// p.float_input says).
+inline ResamplePass linear_f32_pass(const ResizePlan& p, const void* input) {
+  ResamplePass pass = pass_reading(static_cast<const uint8_t*>(input), p.strides);
+  if (p.float_input) pass.float_src = static_cast<const float*>(input);
   pass.linear_f32 = true;
   pass.linear_f32_products = p.filter == ResampleFilter::kBilinearFloatChannelsLast;
   pass.plan = p.row_plan;

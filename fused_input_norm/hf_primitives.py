@@ -12,10 +12,14 @@ reason, through the adapter's _handed_back):
   TorchvisionBackend.resize   uint8 [..., C, H, W] CPU tensors, antialiased bilinear / bicubic / lanczos: the
                               resample engine's "torchvision" reference (torch's own CPU uint8 kernel, bit
                               for bit; on another device transformers runs that device's kernel: its own);
+                              and contiguous float32 CPU tensors, bilinear without antialiasing (Molmo2
+                              resizes image.float()): torch's float32 kernel, the engine's
+                              "bilinear_no_antialias_f32" filters, where torch's x86 kernels fuse their
+                              products into FMAs (torch_float_fma_kernel);
   PilBackend.process_image    an RGB PIL image: np.array of it, channels first, without Pillow's convert copy;
   PilBackend.resize           uint8 [3, H, W] arrays, bilinear / bicubic / lanczos, no reducing_gap: the
                               engine's "pil" reference (the installed Pillow's pass order).
-Anything else (a float input, antialias=False, nearest, LANCZOS where transformers falls back to BICUBIC, a
+Anything else (another float input, a uint8 one with antialias=False, nearest, LANCZOS where transformers falls back to BICUBIC, a
 1x1 target torch refuses, torch.compile tracing) is the backend's own. A model's own function that calls a
 primitive by the backend's name (`TorchvisionBackend.resize(self, ...)`, as Glm5NextVideoProcessor.resize does),
 past the class the adapter puts above the backend, runs as a copy of itself whose global name for the backend
@@ -103,9 +107,10 @@ def _torchvision_filter(resample: object) -> str:
 
 
 def _resized(images: torch.Tensor, size: tuple[int, int], resample: str, reference: str) -> torch.Tensor:
-    """uint8 [B, C, H, W] (any strides) resized to `size`: the engine with the identity affine, uint8 out."""
+    """uint8 [B, C, H, W] (any strides) resized to `size`: the engine with the identity affine, out in the input's
+    dtype (float32 for the float32 bilinear's float input)."""
     channels = images.shape[1]
-    out = torch.empty((images.shape[0], channels, *size), dtype=torch.uint8, device=images.device)
+    out = torch.empty((images.shape[0], channels, *size), dtype=images.dtype, device=images.device)
     weight = torch.ones(channels, dtype=torch.float32, device=images.device)
     bias = torch.zeros(channels, dtype=torch.float32, device=images.device)
     resizing.resize_into(out, images, weight, bias, size, (0, 0, *size), resample, reference, _PLANS)
@@ -138,8 +143,10 @@ def pil_array(image: object) -> np.ndarray | str:
 
 def torchvision_resize(image: object, size: object, resample: object, antialias: object) -> torch.Tensor | str:
     """TorchvisionBackend.resize's result, or why it is the backend's to compute."""
+    if isinstance(image, torch.Tensor) and image.dtype == torch.float32:
+        return _float_resize(image, size, resample, antialias)
     if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8:
-        return f"an input that is not a uint8 tensor ({getattr(image, 'dtype', type(image).__name__)})"
+        return f"an input that is not a uint8 or float32 tensor ({getattr(image, 'dtype', type(image).__name__)})"
     if antialias is not True:
         return f"antialias={antialias!r}"
     if image.dim() < 3 or 0 in image.shape:
@@ -160,6 +167,38 @@ def torchvision_resize(image: object, size: object, resample: object, antialias:
     if new_size == (height, width):
         return image  # torchvision's resize returns its input itself then
     out = _resized(image.reshape(-1, channels, height, width), new_size, name, "torchvision")
+    return out.reshape(*lead, channels, *new_size)
+
+
+def _float_resize(image: torch.Tensor, size: object, resample: object, antialias: object) -> torch.Tensor | str:
+    """TorchvisionBackend.resize of a float32 tensor: torch's float32 F.interpolate(mode="bilinear",
+    antialias=False), which the engine's "bilinear_no_antialias_f32" filters reproduce (whatever the values: Molmo2
+    resizes image.float()), or why it is the backend's."""
+    if antialias is not False:
+        return f"a float32 input with antialias={antialias!r} (served: bilinear, antialias=False)"
+    if _torchvision_filter(resample) != "bilinear":
+        return f"a float32 input with resample={resample!r} (served: bilinear, antialias=False)"
+    if image.dim() < 3 or 0 in image.shape or not image.is_contiguous():
+        return f"a float32 tensor of shape {list(image.shape)} (served: contiguous [..., C, H, W], none empty)"
+    if image.device.type != "cpu":
+        return f"a tensor on {image.device} (transformers resizes it with torch's {image.device.type} kernel)"
+    if not resizing.torch_float_fma_kernel():
+        return "torch's float32 bilinear on this CPU (served where torch runs its AVX2/AVX-512 kernels)"
+    from transformers.utils.import_utils import is_torchdynamo_compiling
+
+    if is_torchdynamo_compiling():
+        return "torch.compile tracing"
+    *lead, channels, height, width = image.shape
+    new_size = _checked_size(_output_size(size, height, width))
+    if isinstance(new_size, str):
+        return new_size
+    if new_size == (height, width):
+        return image  # torchvision's resize returns its input itself then
+    flat = image.reshape(-1, channels, height, width)
+    if channels > 3 and flat.is_contiguous(memory_format=torch.channels_last):
+        # contiguous both ways (H = W = 1): which of its kernels torch takes then is not what we tested
+        return f"a float32 tensor of shape {list(image.shape)}, channels-last contiguous too"
+    out = _resized(flat, new_size, resizing.torch_float_bilinear(channels, new_size), "torchvision")
     return out.reshape(*lead, channels, *new_size)
 
 

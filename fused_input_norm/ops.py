@@ -290,8 +290,10 @@ def _resize_affine_out_fake(
     out, input, weight, bias, row_plan, col_plan, size, crop, resample, vertical_first, patches, clip=False, pad=()
 ) -> None:
     # The checks metadata decides, in the C++ op's order and words (resample.cpp).
-    if input.dtype != torch.uint8:
-        raise TypeError(f"{_RESIZE_OP}: input must be a torch.uint8 image, got {input.dtype}")
+    float_bilinear = resample in ("bilinear_no_antialias_f32", "bilinear_no_antialias_f32_cl")
+    if input.dtype != torch.uint8 and not (input.dtype == torch.float32 and float_bilinear):
+        either = " or a torch.float32 one" if float_bilinear else " (torch.float32 only with the float32 bilinear)"
+        raise TypeError(f"{_RESIZE_OP}: input must be a torch.uint8 image{either}, got {input.dtype}")
     if input.dim() != 4:
         raise ValueError(f"{_RESIZE_OP}: input must be 4-D [B, C, H, W], got shape {list(input.shape)}")
     batch, channels, in_h, in_w = input.shape

@@ -49,6 +49,7 @@ IMAGE_CLASSES = [
     "Cosmos3EdgeImageProcessor",
     "Cosmos3EdgeImageProcessorPil",
     "MuseGlimmerImageProcessor",
+    "Molmo2ImageProcessor",  # torch's float32 bilinear of image.float(), no antialiasing
 ]
 # (class, call kwargs): their video processors, sampling set so that a 4-frame clip without
 # metadata is a valid call (Ernie 4.5-VL's frames are drawn on with a font fetched from the Hub: not here).
@@ -65,6 +66,7 @@ VIDEO_CLASSES = [
     ("CohereCompassVideoProcessor", {}),
     ("Cosmos3EdgeVideoProcessor", {}),
     ("MuseGlimmerVideoProcessor", {}),
+    ("Molmo2VideoProcessor", {"do_sample_frames": False}),
 ]
 # Classes whose own code resizes without the backend's resize (Gemma 4 calls tvF.resize itself; Glm5Next's
 # video frames this small are inside its token budget, kept as they are: its resize by the backend's name is
@@ -234,15 +236,28 @@ def test_a_models_own_call_of_the_backend_by_name_reaches_the_package(served):
         assert served["resize"] > before, video.shape
 
 
-def test_a_float_resize_without_antialias_is_handed_back_with_its_reason(caplog):
-    # Molmo 2 resizes float32 images without antialiasing (not what the engine computes): the backend's own.
-    cls = processor_class("Molmo2ImageProcessor")
-    upstream = cls()
-    adapter = FusedHFGenericImageProcessor(upstream)
-    with caplog.at_level(logging.INFO):
-        same_call(adapter, upstream, [Image.fromarray(pixels(97, 131))], return_tensors="pt")
-    said = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
-    assert said and "not a uint8 tensor" in said[0]
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_float_resize_without_antialias_is_torchs_own_bits(threads, monkeypatch):
+    """Molmo 2 resizes image.float() with torch's float32 bilinear, no antialiasing: the engine's
+    "bilinear_no_antialias_f32" filters, whichever kernel torch runs at this thread count (the two sum
+    differently), bit for bit, on values that are not bytes too."""
+    from torchvision.transforms.v2 import functional as tvF
+    from transformers.image_utils import SizeDict
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        rng = np.random.default_rng(threads)
+        for image, size in [
+            (torch.from_numpy(pixels(301, 301)).permute(2, 0, 1).float().contiguous(), (448, 448)),
+            (torch.from_numpy(rng.normal(0, 100, (2, 3, 97, 131)).astype(np.float32)), (40, 60)),
+            (torch.from_numpy(rng.normal(0, 1, (1, 1, 50, 700)).astype(np.float32)), (300, 21)),
+        ]:
+            got = hf_primitives.torchvision_resize(image, SizeDict(height=size[0], width=size[1]), 2, False)
+            expected = tvF.resize(image, list(size), interpolation=tvF.InterpolationMode.BILINEAR, antialias=False)
+            assert isinstance(got, torch.Tensor) and torch.equal(got, expected), (threads, tuple(image.shape), size)
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_pil_image_that_is_not_rgb_is_read_by_the_backend_with_its_reason(caplog):
@@ -334,14 +349,27 @@ def test_the_vllm_plugin_serves_a_processor_without_a_family_by_the_generic_path
 @pytest.mark.parametrize(
     "image, size, resample, antialias, why",
     [
-        (torch.zeros(3, 20, 30), {"height": 10, "width": 10}, 2, True, "not a uint8 tensor"),
+        (torch.zeros(3, 20, 30), {"height": 10, "width": 10}, 2, True, "float32 input with antialias=True"),
+        (torch.zeros(3, 20, 30), {"height": 10, "width": 10}, 3, False, "float32 input with resample=3"),
+        (torch.zeros(3, 30, 20).transpose(1, 2), {"height": 10, "width": 10}, 2, False, "served: contiguous"),
+        (torch.zeros(3, 20, 30, dtype=torch.int16), {"height": 10, "width": 10}, 2, True, "not a uint8 or float32"),
         (torch.zeros(3, 20, 30, dtype=torch.uint8, device="meta"), {"height": 10, "width": 10}, 2, True, "meta"),
         (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 10, "width": 10}, 2, False, "antialias=False"),
         (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 10, "width": 10}, 0, True, "resample=0"),
         (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 1, "width": 1}, 2, True, "1x1"),
         (torch.zeros(3, 20, 30, dtype=torch.uint8), {}, 2, True, "a size without"),
     ],
-    ids=["float", "off-cpu", "no-antialias", "nearest", "1x1", "no-size"],
+    ids=[
+        "float-antialias",
+        "float-bicubic",
+        "float-strided",
+        "int16",
+        "off-cpu",
+        "no-antialias",
+        "nearest",
+        "1x1",
+        "no-size",
+    ],
 )
 def test_the_torchvision_resize_hands_back_what_the_engine_does_not_reproduce(image, size, resample, antialias, why):
     from transformers.image_utils import SizeDict

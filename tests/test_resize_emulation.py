@@ -77,7 +77,7 @@ def emulate(
     pad=(),
     cpu=None,
     planar=False,
-):
+):  # image_hwc: uint8, or float32 for the float32 filters (--float-input)
     """The emulated kernels' output for an HWC uint8 image: [C, h, w] float32 (the canvas's sides with `pad`
     = (canvas_h, canvas_w, top, left, fill)), or patch rows. `cpu`: a CPU capability; the CPU op's kernels at
     that capability instead, in bands of `threads` rows. `planar`: the image handed over as [C, H, W]."""
@@ -90,7 +90,8 @@ def emulate(
     image_file.write_bytes(np.ascontiguousarray(image_hwc.transpose(2, 0, 1) if planar else image_hwc).tobytes())
     args = [channels, height, width, int(not planar), *size, FILTERS[resample], int(reference == "torchvision")]
     args += [int(first), *crop, *patches, threads, *pad]
-    command = [*RUNNER, str(emulator), *(["--cpu"] if cpu else []), str(image_file), *map(str, args), str(out_file)]
+    flags = (["--cpu"] if cpu else []) + (["--float-input"] if image_hwc.dtype == np.float32 else [])
+    command = [*RUNNER, str(emulator), *flags, str(image_file), *map(str, args), str(out_file)]
     env = {**os.environ, "FUSED_INPUT_NORM_CPU_CAPABILITY": cpu} if cpu else None
     subprocess.run(command, check=True, timeout=300, env=env)
     values = np.fromfile(out_file, dtype=np.float32)
@@ -115,7 +116,7 @@ def torch_no_antialias(image_hwc, size):
 
 
 def torch_float(image_hwc, size):
-    """torch's float32 bilinear of the image (channels-last strides, as MiMo converts it)."""
+    """torch's float32 bilinear of the image (channels-last strides, as MiMo converts it; a float32 image as it is)."""
     x = torch.from_numpy(np.ascontiguousarray(image_hwc)).permute(2, 0, 1).float()[None]
     resized = torch.nn.functional.interpolate(x, size=tuple(size), mode="bilinear", antialias=False)
     return resized[0].numpy()
@@ -342,6 +343,9 @@ def test_emulated_and_cpu_kernels_equal_torch_float_bilinear(emulator, tmp_path,
         (astronaut, (40, 50), False),  # out_h + out_w <= 128: the channels-last kernel at any thread count
         (astronaut[:, :, :1], (333, 77), False),
         (np.dstack([astronaut, astronaut[:, ::-1, 1]]), (53, 999), False),
+        # float32 inputs of any values (the op reads them as it reads bytes): a normal spread, in both layouts
+        (np.random.default_rng(1).normal(0, 100, (61, 83, 3)).astype(np.float32), (200, 41), True),
+        (np.random.default_rng(2).normal(0, 1e6, (90, 70, 4)).astype(np.float32), (33, 160), False),
     ]
     before = torch.get_num_threads()
     torch.set_num_threads(threads)

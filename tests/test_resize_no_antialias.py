@@ -17,6 +17,7 @@ from test_resize import PHOTOS, photo, to_chw
 from test_resize_cv2 import SIZE_CASES, coffee_crop
 
 from fused_input_norm import FusedInputNorm, ops
+from fused_input_norm import resize as resizing
 from fused_input_norm.resize import torch_float_bilinear, torch_float_fma_kernel, torch_uint8_kernel
 
 FILTER, FLOAT_FILTER = "bilinear_no_antialias", "float32"  # float32: the filter torch_float_bilinear picks
@@ -159,3 +160,39 @@ def test_plan_size_as_the_fake_op_computes_it(in_size, out_size, resample, taps)
     3 taps at any downscale, the triangle keeps its support; the float filter: i0 and i0 + 1)."""
     plan = ops.resample_plan(in_size, out_size, resample, "pil")
     assert plan.numel() == ops._plan_numel(in_size, out_size, resample) == 4 + out_size * (2 + taps)
+
+
+@pytest.mark.skipif(not torch_float_fma_kernel(), reason="torch's float bilinear has FMAs only on x86 at AVX2+")
+@pytest.mark.parametrize("values", ["bytes", "normal", "huge"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["planar", "channels-last"])
+def test_a_float32_input_of_any_values_is_torchs_own_bits(values, channels_last, threads):
+    """The float filters also read a float32 input (transformers' Molmo2 resizes image.float() through
+    torchvision, vLLM's MiMo videos are float32 frames), of any values: bytes, a normal spread, 1e6 and beyond.
+    torch's values, bit for bit, whichever kernel torch runs for the call."""
+    rng = np.random.default_rng(threads)
+    plans = resizing.PlanCache()
+    for channels, in_size, size in [(3, (301, 301), (448, 448)), (1, (37, 53), (20, 90)), (4, (100, 80), (100, 33)),
+                                    (3, (64, 64), (30, 40)), (3, (9, 700), (400, 12))]:  # fmt: skip
+        shape = (2, channels, *in_size)
+        if values == "bytes":
+            image = torch.from_numpy(rng.integers(0, 256, shape).astype(np.float32))
+        else:
+            image = torch.from_numpy(rng.normal(0, 1e6 if values == "huge" else 1, shape).astype(np.float32))
+        if channels_last:
+            image = image.contiguous(memory_format=torch.channels_last)
+        expected = F.interpolate(image, size=size, mode="bilinear", align_corners=False, antialias=False)
+        out = torch.empty(2, channels, *size)
+        name = torch_float_bilinear(channels, size, channels_last)
+        ones, zeros = torch.ones(channels), torch.zeros(channels)
+        resizing.resize_into(out, image, ones, zeros, size, (0, 0, *size), name, "torchvision", plans)
+        assert_same_values(out, expected, f"{values} {tuple(image.shape)} -> {size} ({name})")
+
+
+@pytest.mark.parametrize("resample", ["bilinear", "bilinear_no_antialias", "cv2_cubic_f32"])
+def test_a_float32_input_is_refused_by_the_byte_filters_naming_it(resample):
+    plans = resizing.PlanCache()
+    out = torch.full((1, 3, 5, 6), 7.0)
+    with pytest.raises(TypeError, match=r"input must be a torch.uint8 image \(torch.float32 only with the float32"):
+        resizing.resize_into(out, torch.zeros(1, 3, 9, 9), torch.ones(3), torch.zeros(3), (5, 6), (0, 0, 5, 6),
+                             resample, "torchvision", plans)  # fmt: skip
+    assert bool((out == 7.0).all())  # nothing written

@@ -230,19 +230,14 @@ MODELS = {
 # count as served. test_same_outputs_plugin_on_and_off asserts that no resize kernel ran there (and that one did
 # everywhere else), so it notices when that changes.
 GEMMA4_UNSERVED = "Gemma 4's processors call tvF.resize themselves, not the backend's resize"
-MOLMO2_UNSERVED = "Molmo2 resizes float32 images, which the uint8 resize hands back"
 UNSERVED = {"gemma4": GEMMA4_UNSERVED, "gemma4_unified": GEMMA4_UNSERVED, "diffusion_gemma": GEMMA4_UNSERVED}
-UNSERVED["molmo2"] = MOLMO2_UNSERVED
 VIDEO_UNSERVED = dict(UNSERVED)
 # The calls the generic path may hand back to transformers (the log line's reason), for any class: gray and
 # RGBA PIL images are read by transformers' own process_image, RGB ones by the package (vLLM 0.34.0 converts
 # the gray and RGBA requests here to RGB first, so none is logged today)...
 HANDED_BACK_ANY = {f"process_image: a PIL image in mode {mode} (served: RGB)" for mode in ("L", "RGBA")}
-# ... and by upstream class: Molmo 2's float32 resizes (UNSERVED).
-HANDED_BACK = {
-    "Molmo2ImageProcessor": {"resize: an input that is not a uint8 tensor (torch.float32)"},
-    "Molmo2VideoProcessor": {"resize: an input that is not a uint8 tensor (torch.float32)"},
-}
+# ... and by upstream class (none now: Molmo 2's float32 resizes are the engine's float32 bilinear).
+HANDED_BACK = {}
 
 # Videos not compared, with the reason (stock vLLM fails on them here, plugin or not).
 NO_VIDEOS = {

@@ -14,6 +14,8 @@
 //                                    output only: the resampling the op's writers then normalize. Torch-free, so it
 //                                    runs where torch cannot (cross-built, under qemu-aarch64:
 //                                    scripts/check_aarch64.sh).
+//   resize_emulation [--cpu] --float-input ARGS...   IN holds float32 values, not bytes (the float32 filters,
+//                                    6 and 7, only: they read a float32 input as the op does).
 //   resize_emulation --capabilities  the CPU capabilities this machine runs, one per line.
 #include <cmath>
 #include <cstdio>
@@ -30,8 +32,11 @@ namespace fin = fused_input_norm;
 
 namespace {
 
+// `input`: the image's first element, bytes, or float32 values where plan.float_input (whose filters read it only
+// through linear_f32_pass / linear_f32_canvas_band).
 template <typename index_t>
-std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_t threads) {
+std::vector<float> run(const fin::ResizePlan& plan, const void* input, int64_t threads) {
+  const auto* image = static_cast<const uint8_t*>(input);
   std::array<int64_t, 4> strides = plan.strides;
   const uint8_t* src = image;
   std::vector<uint8_t> workspace;
@@ -60,7 +65,7 @@ std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_
     src = workspace.data();
     strides = {plan.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
   }
-  const fin::ResampledSource<index_t> source(plan, fin::is_linear_f32(plan.filter) ? fin::linear_f32_pass(plan, image)
+  const fin::ResampledSource<index_t> source(plan, fin::is_linear_f32(plan.filter) ? fin::linear_f32_pass(plan, input)
                                                    : cv2_workspace.empty()
                                                        ? fin::last_pass(plan, src, strides)
                                                        : fin::cv2_last_pass(plan, cv2_workspace.data(), strides));
@@ -75,7 +80,8 @@ std::vector<float> run(const fin::ResizePlan& plan, const uint8_t* image, int64_
 }
 
 // The CPU op's resampling of the canvas, band after band of `band_rows` rows, as uint8 values in float32.
-std::vector<float> run_cpu(const fin::ResizePlan& plan, const uint8_t* image, int64_t band_rows) {
+std::vector<float> run_cpu(const fin::ResizePlan& plan, const void* input, int64_t band_rows) {
+  const auto* image = static_cast<const uint8_t*>(input);
   fin::PairPlans pair_plans;
   const fin::PairPlans* pairs = nullptr;
   if (fin::vertical_madd_for_cpu() != nullptr) {  // as the op: the pmaddwd kernels' coefficients where they run
@@ -94,7 +100,11 @@ std::vector<float> run_cpu(const fin::ResizePlan& plan, const uint8_t* image, in
       cv2_band.assign(static_cast<size_t>(C * rows * w), std::nanf(""));
       if (linear) {
         fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
-          fin::linear_f32_canvas_band<cap>(plan, image, 0, y0, rows, cv2_band.data());
+          if (plan.float_input) {
+            fin::linear_f32_canvas_band<cap>(plan, static_cast<const float*>(input), 0, y0, rows, cv2_band.data());
+          } else {
+            fin::linear_f32_canvas_band<cap>(plan, image, 0, y0, rows, cv2_band.data());
+          }
         });
       } else {
         fin::cv2_canvas_band(plan, image, 0, y0, rows, cv2_band.data());
@@ -127,8 +137,9 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  const bool cpu = argc > 1 && std::strcmp(argv[1], "--cpu") == 0;
-  if (cpu) {
+  bool cpu = false, float_input = false;
+  while (argc > 1 && (std::strcmp(argv[1], "--cpu") == 0 || std::strcmp(argv[1], "--float-input") == 0)) {
+    (std::strcmp(argv[1], "--cpu") == 0 ? cpu : float_input) = true;
     ++argv;
     --argc;
   }
@@ -140,10 +151,12 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc - 3; ++i) a[i] = std::atoll(argv[2 + i]);
   const int64_t C = a[0], H = a[1], W = a[2];
   const bool hwc = a[3] != 0;
-  std::vector<uint8_t> image(static_cast<size_t>(C * H * W));
+  std::vector<uint8_t> image(static_cast<size_t>(C * H * W) * (float_input ? sizeof(float) : 1));
   FILE* in = std::fopen(argv[1], "rb");
   if (!in || std::fread(image.data(), 1, image.size(), in) != image.size()) return 3;
   std::fclose(in);
+  std::vector<float> float_image(float_input ? static_cast<size_t>(C * H * W) : 0);
+  if (float_input) std::memcpy(float_image.data(), image.data(), image.size());
 
   fin::ResizePlan plan{};
   plan.batch = 1;
@@ -153,6 +166,11 @@ int main(int argc, char** argv) {
   plan.out_h = a[4];
   plan.out_w = a[5];
   plan.filter = static_cast<fin::ResampleFilter>(a[6]);
+  plan.float_input = float_input;
+  if (float_input && !fin::is_linear_f32(plan.filter)) {
+    std::fprintf(stderr, "--float-input: the float32 filters (6, 7) only\n");
+    return 2;
+  }
   const auto reference = static_cast<fin::ResampleReference>(a[7]);
   plan.vertical_first = a[8] != 0;
   plan.top = a[9];
@@ -184,9 +202,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--cpu writes planar output only (P = 0)\n");
     return 2;
   }
-  const std::vector<float> narrow =
-      cpu ? run_cpu(plan, image.data(), threads) : run<uint32_t>(plan, image.data(), threads);
-  const std::vector<float> wide = cpu ? narrow : run<uint64_t>(plan, image.data(), threads + 2);
+  const void* input = float_input ? static_cast<const void*>(float_image.data()) : image.data();
+  const std::vector<float> narrow = cpu ? run_cpu(plan, input, threads) : run<uint32_t>(plan, input, threads);
+  const std::vector<float> wide = cpu ? narrow : run<uint64_t>(plan, input, threads + 2);
   if (std::memcmp(narrow.data(), wide.data(), narrow.size() * sizeof(float)) != 0) {
     std::fprintf(stderr, "32-bit and 64-bit indexing disagree\n");
     return 4;
