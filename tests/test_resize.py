@@ -760,7 +760,7 @@ OP_BAD = [
         "input-float32",
         op(input=lambda a: a["input"].float()),
         TypeError,
-        r"input must be a torch\.uint8 image, got torch\.float32",
+        r"input must be a torch\.uint8 image \(torch\.float32 only with the float32 bilinear\), got torch\.float32",
     ),
     (
         "input-3d",
