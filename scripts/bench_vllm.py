@@ -19,7 +19,7 @@ KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too) and dee
 (tests/test_vllm_deepseek_v4.py: vLLM's own DeepseekV4VLImageProcessor, served in its class; bfloat16 patches),
 openvla, isaac, muse_spark and mimo (tests/test_vllm_own.py: vLLM's own OpenVLAImageProcessor and IsaacImageProcessor,
 served in their classes, Muse Spark's preprocessing, its Pillow resizes served, and MiMo-V2-Omni's, its float32
-resize served), ovis2_5 / lfm3_vl /
+resizes served; mimo_video: its videos, 8 frames of 480p and 1080p as THWC bytes), ovis2_5 / lfm3_vl /
 minimax_m3 (tests/test_vllm_copies.py: vLLM's own processors holding a SiglipImageProcessor, a
 Qwen2VLImageProcessor, vLLM's MiniMaxM3VLImageProcessor served by the generic path),
 mistral-small-3.1 / pixtral-12b (tests/test_vllm_mistral.py's Mistral-format directories: vLLM's
@@ -43,6 +43,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from test_vllm_processor import IMAGE, photo, write_model  # the tests' model directories and photos
 
 SIZES = [(1080, 1920), (3024, 4032)]
+# Models timed on a video instead of an image: (frames, frame sizes).
+VIDEOS = {"mimo_video": (8, [(480, 640), (1080, 1920)])}
 LANCZOS_MODELS = ("idefics3", "smolvlm")  # issue 37's target: 3x at 1080p as well
 MAX_PIXELS = [12845056, 1003520]  # the checkpoint's, and a common serving cap (a per-request kwarg)
 
@@ -122,6 +124,7 @@ def models() -> dict:
     table["isaac"] = (own_call.write_isaac, "<image>", None, False, [None])
     table["muse_spark"] = (own_call.write_muse_spark, "<|patch|>", None, False, [None])  # vLLM's own preprocessing
     table["mimo"] = (own_call.write_mimo, own_call.MIMO_IMAGE, None, False, [None])  # vLLM's own, module functions
+    table["mimo_video"] = (own_call.write_mimo, own_call.MIMO_VIDEO, None, False, [None])
     import test_vllm_mistral as mistral  # Mistral-format directories: mistral_common's encoder (vllm_mistral)
 
     for name in mistral.MODELS:
@@ -145,6 +148,7 @@ def mistral_prompt(processor, image) -> list[int]:
 
 
 def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
+    import numpy as np
     from PIL import Image
     from vllm.multimodal.processing.context import TimingContext
     from vllm.multimodal.processing.inputs import ProcessorInputs
@@ -159,8 +163,13 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
     results = {
         "class": repr(image_processor) if hasattr(image_processor, "upstream") else type(image_processor).__name__
     }
-    for height, width in SIZES:
+    frames, sizes = VIDEOS.get(model, (0, SIZES))
+    for height, width in sizes:
         image = Image.fromarray(photo(height, width, 0))
+        # a video: THWC bytes, as vLLM's video loader gives them
+        media = (
+            {"video": [np.stack([photo(height, width, i) for i in range(frames)])]} if frames else {"image": [image]}
+        )
         if placeholder == MISTRAL:
             prompt = mistral_prompt(processor, image)
         for max_pixels in settings:
@@ -172,7 +181,7 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
                 kwargs = {}
             times, hashing = [], []
             for i in range(repeats + 2):
-                inputs = ProcessorInputs(prompt, processor.info.parse_mm_data({"image": [image]}), None, kwargs)
+                inputs = ProcessorInputs(prompt, processor.info.parse_mm_data(media), None, kwargs)
                 timing = TimingContext(enabled=True)
                 start = time.perf_counter()
                 processor.apply(inputs, timing)
@@ -223,7 +232,7 @@ def main() -> None:
             table[name][0](model_dir)
             on, off = _sides(name, model_dir, root, args)
             stages.append((name, on, off))
-            for height, width in SIZES:
+            for height, width in VIDEOS.get(name, (0, SIZES))[1]:
                 target = 3.0 if height * width > 10e6 or name in LANCZOS_MODELS else 2.0
                 for max_pixels in table[name][4]:
                     key = f"{height}x{width}@{max_pixels}"

@@ -232,6 +232,7 @@ MIMO = "vllm.transformers_utils.processors.mimo_v2_omni"
 MIMO_SPECIAL = ["<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>"]
 MIMO_SPECIAL += ["<|video_pad|>", "<|mimo_audio_start|>", "<|mimo_audio_end|>", "<|audio_pad|>"]
 MIMO_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"
+MIMO_VIDEO = "<|vision_start|><|video_pad|><|vision_end|>"
 
 
 def write_mimo(path: str) -> None:
@@ -262,8 +263,16 @@ def write_mimo(path: str) -> None:
 
 def mimo_requests():
     """Images: photo_requests' (12 MP cut to the 4096-patch budget, small ones grown to 4, grey, RGBA: vLLM's
-    convert("RGB") drops the alpha, two in one prompt)."""
-    return photo_requests(MIMO_IMAGE, 80, pair=True)
+    convert("RGB") drops the alpha, two in one prompt). Videos (THWC bytes, as vLLM's loader gives them; the model
+    file makes them float32 TCHW): 8 frames of 240 x 320, 3 of 20 x 61 (padded to 4 by repeating the last, the
+    short side grown to 28, then to the pixel minimum), 4 of 1080p."""
+    import numpy as np
+
+    out = photo_requests(MIMO_IMAGE, 80, pair=True)
+    video = f"{MIMO_VIDEO} describe"
+    for name, count, (h, w) in [("video-8", 8, (240, 320)), ("video-3", 3, (20, 61)), ("video-1080p", 4, (1080, 1920))]:
+        out.append((name, video, {"video": [np.stack([photo(h, w, 70 + i) for i in range(count)])]}))
+    return out
 
 
 # Each model: its directory's writer, its requests, its image processor's class (None: vLLM holds no processor
@@ -346,16 +355,20 @@ def test_muse_spark_same_outputs_plugin_on_and_off(both):
 
 
 def test_mimo_same_outputs_plugin_on_and_off(both):
-    """MiMo-V2-Omni: vLLM's own image preprocessing (module functions), its float32 resize served. The sides run
-    at 1 torch thread, as a server's processes do: torch's channels-last float kernel for RGB (the generic one,
-    at 2 threads, in test_mimo_calls_it_does_not_reproduce_run_vllms_code)."""
+    """MiMo-V2-Omni: vLLM's own image and video preprocessing (module functions), its float32 resizes served. The
+    sides run at 1 torch thread, as a server's processes do: torch's channels-last float kernel for RGB (the
+    generic one, at 2 threads, in test_mimo_calls_it_does_not_reproduce_run_vllms_code)."""
     on, off = model_sides(both, "mimo")
     assert_same_requests(on, off, "mimo", [name for name, *_ in mimo_requests()])
     # 12 MP: within the 4096 merged-patch budget (4 rows of 3 * 2 * 14 * 14 per merged patch); 10 x 900: its short
     # side grown to 28, the long one with it (28 x 2520).
     assert 3000 < on["3024x4032"]["tensors"][0]["pixel_values"].shape[0] <= 4096 * 4
     assert [tuple(item["image_grid_thw"].tolist()) for item in on["10x900"]["tensors"]] == [(1, 2, 180)]
-    assert_served_without_hand_backs(on, off, "MiMo-V2-Omni image preprocessing")
+    # 3 frames of 20 x 61: padded to 4 (2 temporal groups), the short side grown to 28 (28 x 84), then to the pixel
+    # minimum (56 x 112)
+    assert [tuple(item["video_grid_thw"].tolist()) for item in on["video-3"]["tensors"]] == [(2, 4, 8)]
+    assert [tuple(item["video_grid_thw"].tolist()) for item in on["video-8"]["tensors"]] == [(4, 18, 22)]
+    assert_served_without_hand_backs(on, off, "MiMo-V2-Omni preprocessing")
 
 
 def test_step3_same_outputs_plugin_on_and_off(both):
@@ -566,10 +579,12 @@ def test_muse_spark_calls_it_does_not_reproduce_run_vllms_code(monkeypatch):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_mimo_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, threads):
     """In this process, at 1 and 2 torch threads (torch's two float kernels for RGB): served images equal vLLM's
-    own _transform_single (values and sizes); a tensor goes to vLLM's function; a vLLM whose function changed is
-    not served."""
+    own _transform_single (values and sizes), served videos its _transform_batch (float32 frames in either layout,
+    of any values, and bytes); a tensor image and 4-channel frames go to vLLM's functions; a vLLM whose function
+    changed is not served."""
     import importlib
 
+    import numpy as np
     import torch
     from PIL import Image
 
@@ -578,10 +593,12 @@ def test_mimo_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, threads):
     module = importlib.import_module(MIMO)
     original = unwrapped(monkeypatch, module, "_transform_single")
     monkeypatch.setattr(module, "_transform_single", original)  # what this test's end puts back
+    original_batch = unwrapped(monkeypatch, module, "_transform_batch")
+    monkeypatch.setattr(module, "_transform_batch", original_batch)
     log, messages = recorded_log(monkeypatch, "test_vllm_own")
     monkeypatch.setattr(module.MiMoVLProcessor, "_flatten_visual", module.MiMoVLProcessor._flatten_visual)
     unwrapped(monkeypatch, module.MiMoVLProcessor, "_flatten_visual")
-    assert "serves vLLM's MiMo-V2-Omni image preprocessing" in vllm_mimo.serve(log)
+    assert "serves vLLM's MiMo-V2-Omni preprocessing (images and videos)" in vllm_mimo.serve(log)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -590,13 +607,38 @@ def test_mimo_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, threads):
             got, expected = module._transform_single(image, 28, 3136, 1003520), original(image, 28, 3136, 1003520)
             assert got[1:] == expected[1:], (h, w)
             assert torch.equal(got[0], expected[0]), (h, w, int((got[0] != expected[0]).sum()))
-        assert not messages, messages  # the images were served, none handed back
+        rng = np.random.default_rng(threads)
+        thwc = np.stack([photo(97, 61, 94), photo(97, 61, 95)])
+        for frames in [
+            torch.from_numpy(thwc).permute(0, 3, 1, 2).float(),  # as vLLM's model file makes them: channels-last
+            torch.from_numpy(thwc).permute(0, 3, 1, 2).contiguous(),  # bytes
+            torch.from_numpy(rng.normal(0, 100, (4, 3, 240, 320)).astype(np.float32)),  # contiguous, any values
+            torch.from_numpy(rng.normal(0, 1, (2, 3, 1080, 1920)).astype(np.float32)),
+        ]:
+            args = (frames, 28, 3136, 1003520)
+            got, expected = module._transform_batch(*args), original_batch(*args)
+            assert got[1:] == expected[1:], tuple(frames.shape)
+            assert torch.equal(got[0], expected[0]), (tuple(frames.shape), int((got[0] != expected[0]).sum()))
+        assert not messages, messages  # the images and videos were served, none handed back
+        # vLLM's mean and std made under another default dtype (its cache, as _standardize fills it): handed back
+        cache = {"cpu": tuple(torch.tensor(v, dtype=torch.float64).view(1, -1, 1, 1) for v in ([1.0] * 3, [3.0] * 3))}
+        monkeypatch.setattr(module, "_mean_std_cache", cache)
+        frames = torch.from_numpy(thwc).permute(0, 3, 1, 2).float()
+        assert torch.equal(
+            module._transform_batch(frames, 28, 3136, 1003520)[0], original_batch(frames, 28, 3136, 1003520)[0]
+        )
+        assert any("a mean and std of torch.float64" in m for m in messages), messages
+        monkeypatch.setattr(module, "_mean_std_cache", {})
+        four = torch.from_numpy(np.stack([photo(64, 96, 96)] * 2)[..., [0, 1, 2, 0]]).permute(0, 3, 1, 2).float()
+        with pytest.raises(RuntimeError):  # vLLM's own standardization of 4 channels, after the hand-back
+            module._transform_batch(four, 28, 3136, 1003520)
         chw = torch.from_numpy(photo(64, 96, 93)).permute(2, 0, 1)
         got, expected = module._transform_single(chw, 28, 3136, 1003520), original(chw, 28, 3136, 1003520)
         assert torch.equal(got[0], expected[0])
     finally:
         torch.set_num_threads(before)
     assert any("a Tensor, not a PIL image" in m for m in messages), messages
+    assert any("frames of shape (2, 4, 64, 96)" in m for m in messages), messages
     # _flatten_visual: an image's rows (repeated temporal_patch_size times) and a video's, positional and by keyword.
     processor = module.MiMoVLProcessor.__new__(module.MiMoVLProcessor)
     processor.patch_size, processor.merge_size, processor.temporal_patch_size = 14, 2, 2
@@ -609,12 +651,15 @@ def test_mimo_calls_it_does_not_reproduce_run_vllms_code(monkeypatch, threads):
         for got in (processor._flatten_visual(visual, kind), processor._flatten_visual(kind=kind, visual=visual)):
             assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1]), kind
             assert got[1].dtype == expected[1].dtype == torch.int32
-    monkeypatch.setattr(module, "_transform_single", lambda img, factor, min_px, max_px, device=None: None)
+    monkeypatch.setattr(module, "_transform_single", original)
+    monkeypatch.setattr(module, "_transform_batch", original_batch)
+    monkeypatch.setattr(module, "_transform_batch", lambda frames, factor, min_px, max_px, device=None: None)
     said = vllm_mimo.serve(log)
     assert said == (
-        "vLLM's MiMo-V2-Omni image preprocessing stays its own: its _transform_single is not vllm 0.34.0's (the one "
+        "vLLM's MiMo-V2-Omni preprocessing stays its own: its _transform_batch is not vllm 0.34.0's (the one "
         "this reproduces)"
     ), said
+    assert module._transform_single is original
 
 
 if __name__ == "__main__":

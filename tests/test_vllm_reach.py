@@ -73,7 +73,8 @@ def on_off_tested() -> dict[str, set[str]]:
     images.add("vllm_isaac")  # tests/test_vllm_own.py: vLLM's own Isaac processor
     images.add("vllm_muse_spark")  # tests/test_vllm_own.py: Muse Spark's own preprocessing, images and videos
     videos.add("vllm_muse_spark")
-    images.add("vllm_mimo")  # tests/test_vllm_own.py: MiMo-V2-Omni's own image preprocessing (its videos stay vLLM's)
+    images.add("vllm_mimo")  # tests/test_vllm_own.py: MiMo-V2-Omni's own preprocessing, images and videos
+    videos.add("vllm_mimo")
     images.add("vllm_kimi")  # tests/test_vllm_kimi.py: vLLM's own Kimi processor (K2.5's video chunks too)
     images.add("vllm_mistral")  # tests/test_vllm_mistral.py: Mistral-format checkpoints (mistral_common's encoder)
     videos.add("vllm_kimi")
