@@ -892,9 +892,9 @@ FIN_NO_FP_CONTRACT_ATTR inline void cv2_float_band(const ResizePlan& p, const ui
   }
 }
 
-// A float32 band of the canvas (cv2_canvas_band's, linear_f32_canvas_band's): filled with the fill byte; then
-// the crop's resized rows [from, from + count) of image b (`image`: its first element) go to `to` (row y, channel c at
-// to + c * rows * canvas_w + y * canvas_w); count 0 where the band holds none of them.
+// A float32 band of the canvas (cv2_canvas_band's, linear_f32_canvas_band's): filled with the fill byte where it
+// holds padding; then the crop's resized rows [from, from + count) of image b (`image`: its first element) go to
+// `to` (row y, channel c at to + c * rows * canvas_w + y * canvas_w); count 0 where the band holds none of them.
 template <typename in_t>
 struct FloatBandBox {
   const in_t* image;
@@ -905,9 +905,11 @@ struct FloatBandBox {
 template <typename in_t>
 FloatBandBox<in_t> float_band_box(const ResizePlan& p, const in_t* input, int64_t b, int64_t y0, int64_t rows,
                                   float* band) {
-  std::fill(band, band + p.channels * rows * p.canvas_w, static_cast<float>(p.fill));
   const int64_t box0 = std::clamp<int64_t>(p.pad_top - y0, 0, rows);
   const int64_t box1 = std::clamp<int64_t>(p.pad_top + p.crop_h - y0, 0, rows);
+  if (box0 > 0 || box1 < rows || p.crop_w < p.canvas_w) {  // the band holds padding: the rest is overwritten
+    std::fill(band, band + p.channels * rows * p.canvas_w, static_cast<float>(p.fill));
+  }
   return {input + b * p.strides[0], band + box0 * p.canvas_w + p.pad_left, p.top + y0 + box0 - p.pad_top,
           std::max<int64_t>(box1 - box0, 0)};
 }

@@ -188,6 +188,41 @@ def test_a_float32_input_of_any_values_is_torchs_own_bits(values, channels_last,
         assert_same_values(out, expected, f"{values} {tuple(image.shape)} -> {size} ({name})")
 
 
+@pytest.mark.skipif(not torch_float_fma_kernel(), reason="torch's float bilinear has FMAs only on x86 at AVX2+")
+def test_a_padded_canvas_is_torchs_resize_of_the_crop_padded(threads):
+    """A canvas with padding (top and bottom, one side, none: the CPU fills a band only where it holds padding), a
+    crop, and an affine (weights powers of two: x * w + b rounds once however torch computes it): torch's resize,
+    cropped, times w plus b, on a canvas of the fill through the same affine. Bytes and a float32 input."""
+    rng = np.random.default_rng(threads)
+    plans = resizing.PlanCache()
+    weight, bias = torch.tensor([0.5, 2.0, -1.0]), torch.tensor([1.0, -3.0, 0.25])
+    for size, crop, pad in [
+        ((97, 160), (5, 7, 80, 150), (96, 160, 16, 0, 255)),
+        ((123, 90), (0, 0, 123, 90), (123, 100, 0, 10, 0)),  # width only
+        ((60, 171), (0, 0, 60, 171), (70, 171, 0, 0, 255)),  # height only
+        ((50, 75), (1, 2, 48, 70), (48, 70, 0, 0, 0)),  # a canvas the size of the crop
+    ]:
+        top, left, h, w = crop
+        canvas_h, canvas_w, pad_top, pad_left, fill = pad
+        for image in (
+            torch.from_numpy(rng.integers(0, 256, (1, 3, 123, 171), dtype=np.uint8)),
+            torch.from_numpy(rng.normal(0, 100, (1, 3, 123, 171)).astype(np.float32)),
+        ):
+            name = torch_float_bilinear(3, size)
+            resized_crop = F.interpolate(image.float(), size=size, mode="bilinear", align_corners=False)
+            box = torch.addcmul(
+                bias.view(3, 1, 1), resized_crop[0, :, top : top + h, left : left + w], weight.view(3, 1, 1)
+            )
+            # the fill is a byte, through the affine too
+            expected = (
+                torch.full((3, canvas_h, canvas_w), float(fill)).mul(weight.view(3, 1, 1)).add(bias.view(3, 1, 1))
+            )
+            expected[:, pad_top : pad_top + h, pad_left : pad_left + w] = box
+            out = torch.full((1, 3, canvas_h, canvas_w), float("nan"))
+            resizing.resize_into(out, image, weight, bias, size, crop, name, "torchvision", plans, pad=pad)
+            assert_same_values(out[0], expected, f"{image.dtype} {size} {crop} {pad} ({name})")
+
+
 @pytest.mark.parametrize("resample", ["bilinear", "bilinear_no_antialias", "cv2_cubic_f32"])
 def test_a_float32_input_is_refused_by_the_byte_filters_naming_it(resample):
     plans = resizing.PlanCache()
