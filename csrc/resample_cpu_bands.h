@@ -135,13 +135,8 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
             canvas_band<cap>(p, pairs, call, in, image * frames + t, t, y0, rows, buffer.data() + t * frame_elems);
           }
           for (int64_t t = 0; t < frames && linear; ++t) {
-            float* to = float_buffer.data() + t * frame_elems;
-            if (p.float_input) {
-              linear_f32_canvas_band<cap>(p, static_cast<const float*>(input.const_data_ptr()), image * frames + t, y0,
-                                          rows, to);
-            } else {
-              linear_f32_canvas_band<cap>(p, in, image * frames + t, y0, rows, to);
-            }
+            linear_f32_canvas_band<cap>(p, input.const_data_ptr(), image * frames + t, y0, rows,
+                                        float_buffer.data() + t * frame_elems);
           }
           const auto write = [&](const auto* src) FIN_CPU_KERNEL_LAMBDA {
             using band_t = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;

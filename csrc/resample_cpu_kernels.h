@@ -628,6 +628,9 @@ struct LinearColumns {
     for (auto* v : {&i0, &i1}) v->resize(static_cast<size_t>(n));
     for (auto* v : {&l0, &l1}) v->resize(static_cast<size_t>(n));
   }
+  size_t capacity_bytes() const {
+    return (i0.capacity() + i1.capacity()) * sizeof(int64_t) + (l0.capacity() + l1.capacity()) * sizeof(float);
+  }
 };
 
 // Per-thread scratch, grown as needed and kept between calls.
@@ -675,7 +678,7 @@ void release_large_scratch() {
                 capacity_bytes(scratch.cv2_band) + capacity_bytes(scratch.cv2_taps) +
                 capacity_bytes(scratch.cv2_band_source) + capacity_bytes(scratch.cv2_band_taps) +
                 capacity_bytes(scratch.cv2_band_coeffs) + capacity_bytes(scratch.linear_cols) +
-                capacity_bytes(scratch.linear_columns.i0) * 3 + capacity_bytes(scratch.linear_sums);
+                scratch.linear_columns.capacity_bytes() + capacity_bytes(scratch.linear_sums);
   for (const FirstRows& f : first_rows) kept += capacity_bytes(f.data);
 #if defined(FIN_RESAMPLE_ROWS16)
   kept += capacity_bytes(pair_columns) + capacity_bytes(row_columns) + capacity_bytes(row_results);
@@ -1045,8 +1048,8 @@ FIN_CPU_KERNEL void linear_f32_separable_band(const ResizePlan& p, const in_t* i
 // (linear_f32_sum, with the capability's one-rounding fma), with each row's and column's taps looked up once;
 // torch's generic kernel on an upscale row by row (linear_f32_separable_band).
 template <CpuCapability cap, typename in_t>
-FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const in_t* input, int64_t b, int64_t y0, int64_t rows,
-                                           float* band) {
+FIN_CPU_KERNEL void linear_f32_canvas_band_of(const ResizePlan& p, const in_t* input, int64_t b, int64_t y0,
+                                              int64_t rows, float* band) {
   const auto [image, to, from, count] = float_band_box(p, input, b, y0, rows, band);
   if (count == 0) return;
   const int64_t width = p.canvas_w, plane = rows * width, C = p.channels, w = p.crop_w;
@@ -1077,6 +1080,18 @@ FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const in_t* inpu
                            static_cast<float>(r1[t.i1]), row, t, products, CapabilityFma<cap>{});
       }
     }
+  }
+}
+
+// linear_f32_canvas_band_of for the input's first element, uint8 or float32 as p.float_input says (as
+// linear_f32_pass takes it).
+template <CpuCapability cap>
+FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const void* input, int64_t b, int64_t y0, int64_t rows,
+                                           float* band) {
+  if (p.float_input) {
+    linear_f32_canvas_band_of<cap>(p, static_cast<const float*>(input), b, y0, rows, band);
+  } else {
+    linear_f32_canvas_band_of<cap>(p, static_cast<const uint8_t*>(input), b, y0, rows, band);
   }
 }
 

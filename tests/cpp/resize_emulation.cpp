@@ -100,11 +100,7 @@ std::vector<float> run_cpu(const fin::ResizePlan& plan, const void* input, int64
       cv2_band.assign(static_cast<size_t>(C * rows * w), std::nanf(""));
       if (linear) {
         fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
-          if (plan.float_input) {
-            fin::linear_f32_canvas_band<cap>(plan, static_cast<const float*>(input), 0, y0, rows, cv2_band.data());
-          } else {
-            fin::linear_f32_canvas_band<cap>(plan, image, 0, y0, rows, cv2_band.data());
-          }
+          fin::linear_f32_canvas_band<cap>(plan, input, 0, y0, rows, cv2_band.data());
         });
       } else {
         fin::cv2_canvas_band(plan, image, 0, y0, rows, cv2_band.data());
