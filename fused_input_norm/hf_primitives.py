@@ -141,6 +141,16 @@ def pil_array(image: object) -> np.ndarray | str:
     return np.moveaxis(np.array(image), -1, 0)
 
 
+def _not_on_this_cpu_now(image: torch.Tensor) -> str | None:
+    """Why a tensor's resize is the backend's wherever it is or whenever it runs: another device (torch's kernels
+    there round their own way: the engine is the CPU's) or torch.compile tracing; None otherwise."""
+    if image.device.type != "cpu":
+        return f"a tensor on {image.device} (transformers resizes it with torch's {image.device.type} kernel)"
+    from transformers.utils.import_utils import is_torchdynamo_compiling
+
+    return "torch.compile tracing" if is_torchdynamo_compiling() else None
+
+
 def torchvision_resize(image: object, size: object, resample: object, antialias: object) -> torch.Tensor | str:
     """TorchvisionBackend.resize's result, or why it is the backend's to compute."""
     if isinstance(image, torch.Tensor) and image.dtype == torch.float32:
@@ -151,12 +161,9 @@ def torchvision_resize(image: object, size: object, resample: object, antialias:
         return f"antialias={antialias!r}"
     if image.dim() < 3 or 0 in image.shape:
         return f"a tensor of shape {list(image.shape)} (served: [..., C, H, W], none empty)"
-    if image.device.type != "cpu":  # torch's kernels on other devices round their own way: the engine is the CPU's
-        return f"a tensor on {image.device} (transformers resizes it with torch's {image.device.type} kernel)"
-    from transformers.utils.import_utils import is_torchdynamo_compiling
-
-    if is_torchdynamo_compiling():
-        return "torch.compile tracing"
+    elsewhere = _not_on_this_cpu_now(image)
+    if elsewhere is not None:
+        return elsewhere
     name = _torchvision_filter(resample)
     if name not in _FILTERS.values():
         return name
@@ -180,14 +187,11 @@ def _float_resize(image: torch.Tensor, size: object, resample: object, antialias
         return f"a float32 input with resample={resample!r} (served: bilinear, antialias=False)"
     if image.dim() < 3 or 0 in image.shape or not image.is_contiguous():
         return f"a float32 tensor of shape {list(image.shape)} (served: contiguous [..., C, H, W], none empty)"
-    if image.device.type != "cpu":
-        return f"a tensor on {image.device} (transformers resizes it with torch's {image.device.type} kernel)"
+    elsewhere = _not_on_this_cpu_now(image)
+    if elsewhere is not None:
+        return elsewhere
     if not resizing.torch_float_fma_kernel():
         return "torch's float32 bilinear on this CPU (served where torch runs its AVX2/AVX-512 kernels)"
-    from transformers.utils.import_utils import is_torchdynamo_compiling
-
-    if is_torchdynamo_compiling():
-        return "torch.compile tracing"
     *lead, channels, height, width = image.shape
     new_size = _checked_size(_output_size(size, height, width))
     if isinstance(new_size, str):
