@@ -622,14 +622,14 @@ FIN_CPU_KERNEL void split_channels(const uint8_t* __restrict in, int64_t channel
 
 // Each output column's two source columns and weights, one array each (so a loop over columns vectorizes).
 struct LinearColumns {
-  std::vector<int64_t> i0, i1;
+  std::vector<int32_t> i0, i1;
   std::vector<float> l0, l1;
   void resize(int64_t n) {
     for (auto* v : {&i0, &i1}) v->resize(static_cast<size_t>(n));
     for (auto* v : {&l0, &l1}) v->resize(static_cast<size_t>(n));
   }
   size_t capacity_bytes() const {
-    return (i0.capacity() + i1.capacity()) * sizeof(int64_t) + (l0.capacity() + l1.capacity()) * sizeof(float);
+    return (i0.capacity() + i1.capacity()) * sizeof(int32_t) + (l0.capacity() + l1.capacity()) * sizeof(float);
   }
 };
 
@@ -1006,8 +1006,8 @@ FIN_CPU_KERNEL void linear_f32_separable_band(const ResizePlan& p, const in_t* i
   cols.resize(w);
   for (int64_t x = 0; x < w; ++x) {
     const LinearTaps t = linear_f32_taps(p.col_plan, p.left + x, p.in_w);
-    cols.i0[x] = t.i0 * sw;  // element offsets in the row
-    cols.i1[x] = t.i1 * sw;
+    cols.i0[x] = static_cast<int32_t>(t.i0 * sw);  // element offsets in the row (fits: linear_columns_fit)
+    cols.i1[x] = static_cast<int32_t>(t.i1 * sw);
     cols.l0[x] = t.l0;
     cols.l1[x] = t.l1;
   }
@@ -1021,7 +1021,7 @@ FIN_CPU_KERNEL void linear_f32_separable_band(const ResizePlan& p, const in_t* i
     }
     const int64_t s = slot_row[0] == keep ? 1 : 0;
     slot_row[s] = src_row;
-    const int64_t *i0 = cols.i0.data(), *i1 = cols.i1.data();
+    const int32_t *i0 = cols.i0.data(), *i1 = cols.i1.data();
     const float *l0 = cols.l0.data(), *l1 = cols.l1.data();
     for (int64_t c = 0; c < C; ++c) {
       const in_t* f = image + c * sc + src_row * sh;
@@ -1032,6 +1032,24 @@ FIN_CPU_KERNEL void linear_f32_separable_band(const ResizePlan& p, const in_t* i
     }
     return s;
   };
+  if (p.out_h <= p.in_h) {  // no source row is read twice: each output element from its four pixels at once
+    const int32_t *i0 = cols.i0.data(), *i1 = cols.i1.data();
+    const float *l0 = cols.l0.data(), *l1 = cols.l1.data();
+    for (int64_t y = 0; y < count; ++y) {
+      const LinearTaps row = linear_f32_taps(p.row_plan, from + y, p.in_h);
+      for (int64_t c = 0; c < C; ++c) {
+        const in_t* f0 = image + c * sc + row.i0 * sh;
+        const in_t* f1 = image + c * sc + row.i1 * sh;
+        float* out = to + c * plane + y * width;
+        for (int64_t x = 0; x < w; ++x) {
+          const float t0 = affine_on<cap>(static_cast<float>(f0[i0[x]]), l0[x], static_cast<float>(f0[i1[x]]) * l1[x]);
+          const float t1 = affine_on<cap>(static_cast<float>(f1[i0[x]]), l0[x], static_cast<float>(f1[i1[x]]) * l1[x]);
+          out[x] = affine_on<cap>(t0, row.l0, t1 * row.l1);
+        }
+      }
+    }
+    return;
+  }
   for (int64_t y = 0; y < count; ++y) {
     const LinearTaps row = linear_f32_taps(p.row_plan, from + y, p.in_h);
     const int64_t s0 = summed(row.i0, row.i1), s1 = summed(row.i1, row.i0);
@@ -1055,7 +1073,7 @@ FIN_CPU_KERNEL void linear_f32_canvas_band_of(const ResizePlan& p, const in_t* i
   const int64_t width = p.canvas_w, plane = rows * width, C = p.channels, w = p.crop_w;
   const int64_t sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
   const bool products = p.filter == ResampleFilter::kBilinearFloatChannelsLast;
-  if (!products && p.out_h > p.in_h) {
+  if (!products && p.in_w * sw <= INT32_MAX) {
     linear_f32_separable_band<cap>(p, image, from, count, to, plane, width);
     return;
   }
