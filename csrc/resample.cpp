@@ -21,9 +21,11 @@ ResampleFilter parse_filter(const char* op, const std::string& filter) {
   if (filter == "bilinear_no_antialias") return ResampleFilter::kBilinearNoAntialias;
   if (filter == "bilinear_no_antialias_f32") return ResampleFilter::kBilinearFloat;
   if (filter == "bilinear_no_antialias_f32_cl") return ResampleFilter::kBilinearFloatChannelsLast;
+  if (filter == "bilinear_f32") return ResampleFilter::kBilinearAntialiasFloat;
+  if (filter == "bicubic_f32") return ResampleFilter::kBicubicAntialiasFloat;
   fail(ArgError::kValue, op,
        ": resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
-       "'bilinear_no_antialias_f32' or 'bilinear_no_antialias_f32_cl', got '",
+       "'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', 'bilinear_f32' or 'bicubic_f32', got '",
        filter, "'");
 }
 
@@ -56,8 +58,9 @@ void check_plan(const char* name, const Tensor& plan, const torch::stable::Devic
     }
     const int32_t precision = header[PlanHeader::kPrecision];
     const bool cv2 = is_cv2(filter), linear = is_linear_f32(filter);
-    bool valid = cv2 || linear ? precision == (filter == ResampleFilter::kCv2Cubic ? cv2_cubic::kCoefBits : 0)
-                               : precision >= 1 && precision <= 22;
+    bool valid = cv2 || linear || is_aa_f32(filter)
+                     ? precision == (filter == ResampleFilter::kCv2Cubic ? cv2_cubic::kCoefBits : 0)
+                     : precision >= 1 && precision <= 22;
     const int32_t* bounds = header + PlanHeader::kSize;
     for (int64_t o = 0; valid && o < out_size; ++o) {
       const int64_t first = bounds[2 * o], count = bounds[2 * o + 1];
@@ -136,13 +139,15 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
     check_defined("resize_affine_out", name, t);
   }
   p.filter = parse_filter(kOp, filter);
-  // uint8 for every filter; float32 too for the float32 bilinear, which computes in float32 from either (torch's
+  // uint8 for every filter; float32 too for torch's float32 filters, which compute in float32 from either (torch's
   // F.interpolate on a float32 image, whatever its values).
-  if (const ScalarType dtype = input.scalar_type(); dtype == ScalarType::Float && is_linear_f32(p.filter)) {
+  if (const ScalarType dtype = input.scalar_type(); dtype == ScalarType::Float && reads_float_input(p.filter)) {
     p.float_input = true;
   } else if (dtype != ScalarType::Byte) {
     fail(ArgError::kType, kOp, ": input must be a torch.uint8 image",
-         is_linear_f32(p.filter) ? " or a torch.float32 one" : " (torch.float32 only with the float32 bilinear)",
+         reads_float_input(p.filter) ? " or a torch.float32 one"
+                                     : " (torch.float32 only with the filters 'bilinear_no_antialias_f32', "
+                                       "'bilinear_no_antialias_f32_cl', 'bilinear_f32', 'bicubic_f32')",
          ", got ", py_dtype(dtype));
   }
   if (input.dim() != 4) {
@@ -193,6 +198,8 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
     fail(ArgError::kValue, kOp, ": vertical_first must be False: OpenCV resamples across first");
   if (is_linear_f32(p.filter) && vertical_first)
     fail(ArgError::kValue, kOp, ": vertical_first must be False: the float32 bilinear has one pass");
+  if (is_aa_f32(p.filter) && vertical_first)
+    fail(ArgError::kValue, kOp, ": vertical_first must be False: torch resamples across first");
   p.vertical_first = vertical_first;
 
   if (crop.size() != 4) fail(ArgError::kValue, kOp, ": crop must be (top, left, height, width), got ", int_list(crop));

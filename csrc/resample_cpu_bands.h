@@ -67,8 +67,9 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
   const auto* b = static_cast<const float*>(bias.const_data_ptr());
   // Bands, rows and the layout are the canvas's (the crop's without padding): canvas_band makes each band.
   const int64_t C = p.channels, h = p.canvas_h, width = p.canvas_w;
-  const bool patches = p.patch > 0, linear = is_linear_f32(p.filter);
-  const bool float_band = is_cv2(p.filter) || linear;  // float32 bands: the cv2 filters' and linear_f32's
+  const bool patches = p.patch > 0, linear = is_linear_f32(p.filter), aa = is_aa_f32(p.filter);
+  // float32 bands: the cv2 filters', linear_f32's and torch's float32 antialiased filters'
+  const bool float_band = is_cv2(p.filter) || linear || aa;
   // Tiles taller than a band (InternVL's 448, LLaVA-OneVision's 384, Llama 4's 336: patches (1, tile, 1)):
   // bands of kBandRows rows, each written straight into the tiles it crosses. A row of tiles as one band
   // (1.8 MB of bytes and 7 MB of float32 for 1344-wide 448 tiles) left L2 and made the tiles 1.2-1.7x the
@@ -119,7 +120,7 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
         std::vector<float>& float_buffer = scratch.cv2_band;
         if (float_band) {
           float_buffer.resize(static_cast<size_t>(frames * C * rows * width));
-          if (!linear) {
+          if (is_cv2(p.filter)) {
             for (int64_t t = 0; t < frames; ++t) {
               cv2_canvas_band(p, in, image * frames + t, y0, rows, float_buffer.data() + t * frame_elems);
             }
@@ -137,6 +138,10 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
           for (int64_t t = 0; t < frames && linear; ++t) {
             linear_f32_canvas_band<cap>(p, input.const_data_ptr(), image * frames + t, y0, rows,
                                         float_buffer.data() + t * frame_elems);
+          }
+          for (int64_t t = 0; t < frames && aa; ++t) {
+            aa_f32_canvas_band<cap>(p, input.const_data_ptr(), image * frames + t, y0, rows,
+                                    float_buffer.data() + t * frame_elems);
           }
           const auto write = [&](const auto* src) FIN_CPU_KERNEL_LAMBDA {
             using band_t = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;

@@ -1113,6 +1113,70 @@ FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const void* inpu
   }
 }
 
+// canvas_band for torch's float32 antialiased filters (float32 values, like cv2_canvas_band): where the height
+// changes, the band's horizontal-pass rows (the input rows its output rows read, for the crop's columns; the
+// crop's columns themselves where the width keeps its size) into scratch, then each output element's vertical sum;
+// otherwise the one pass straight into the band. Every value is aa_f32_sum, the GPU kernels' per-element sum, with
+// the capability's fma.
+template <CpuCapability cap, typename in_t>
+FIN_CPU_KERNEL void aa_f32_canvas_band_of(const ResizePlan& p, const in_t* input, int64_t b, int64_t y0, int64_t rows,
+                                          float* band) {
+  const auto [image, to, from, count] = float_band_box(p, input, b, y0, rows, band);
+  if (count == 0) return;
+  const int64_t width = p.canvas_w, plane = rows * width, C = p.channels, w = p.crop_w;
+  const int64_t sc = p.strides[1], sh = p.strides[2], sw = p.strides[3];
+  const CapabilityFma<cap> fma;
+  // One row of the horizontal pass (or the crop's columns copied): input row r of channel c into out[0, w).
+  const auto across = [&](int64_t c, int64_t r, float* out) FIN_CPU_KERNEL_LAMBDA {
+    const in_t* row = image + c * sc + r * sh;
+    if (p.col_plan == nullptr) {
+      for (int64_t x = 0; x < w; ++x) out[x] = static_cast<float>(row[(p.left + x) * sw]);
+      return;
+    }
+    const int32_t* bounds = p.col_plan + PlanHeader::kSize + 2 * p.left;
+    const int64_t taps = p.col_plan[PlanHeader::kTaps];
+    const int32_t* coeffs = p.col_plan + PlanHeader::kSize + 2 * p.out_w + taps * p.left;
+    for (int64_t x = 0; x < w; ++x) {
+      out[x] = aa_f32_sum(row + bounds[2 * x] * sw, sw, coeffs + taps * x, bounds[2 * x + 1], fma);
+    }
+  };
+  if (p.row_plan == nullptr) {
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t y = 0; y < count; ++y) across(c, from + y, to + c * plane + y * width);
+    }
+    return;
+  }
+  const auto first = resample_bounds(p.in_h, p.out_h, p.filter, from);
+  const auto last = resample_bounds(p.in_h, p.out_h, p.filter, from + count - 1);
+  const int64_t r0 = first[0], n = last[0] + last[1] - r0;
+  std::vector<float>& h = scratch.cv2_first;
+  h.resize(static_cast<size_t>(C * n * w));
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t r = 0; r < n; ++r) across(c, r0 + r, h.data() + (c * n + r) * w);
+  }
+  const int64_t taps = p.row_plan[PlanHeader::kTaps];
+  for (int64_t y = 0; y < count; ++y) {
+    const int32_t* bounds = p.row_plan + PlanHeader::kSize + 2 * (from + y);
+    const int32_t* coeffs = p.row_plan + PlanHeader::kSize + 2 * p.out_h + taps * (from + y);
+    for (int64_t c = 0; c < C; ++c) {
+      const float* column = h.data() + (c * n + bounds[0] - r0) * w;
+      float* out = to + c * plane + y * width;
+      for (int64_t x = 0; x < w; ++x) out[x] = aa_f32_sum(column + x, w, coeffs, bounds[1], fma);
+    }
+  }
+}
+
+// aa_f32_canvas_band_of for the input's first element, uint8 or float32 as p.float_input says.
+template <CpuCapability cap>
+FIN_CPU_KERNEL void aa_f32_canvas_band(const ResizePlan& p, const void* input, int64_t b, int64_t y0, int64_t rows,
+                                       float* band) {
+  if (p.float_input) {
+    aa_f32_canvas_band_of<cap>(p, static_cast<const float*>(input), b, y0, rows, band);
+  } else {
+    aa_f32_canvas_band_of<cap>(p, static_cast<const uint8_t*>(input), b, y0, rows, band);
+  }
+}
+
 // A band of P * m rows of [C][P * m][width] values (already in the output dtype) as Qwen-VL's patch rows: the
 // band's (width / (P m)) x m x m patches, each C x T x P x P. frame_stride: where frame t's band is (conv + t *
 // frame_stride, a clip's group), or 0 for a still, whose T frames are one: the first's block is copied.

@@ -1,7 +1,7 @@
 // The resize op on CUDA (and ROCm through hipify). With two passes, the first writes its uint8 rows (float32
-// for the cv2 filters) to a workspace from torch's caching allocator (the only intermediate); the
-// second pass runs inside the affine's strided kernel as its source (ResampledSource), so each output
-// element is resampled (or, outside the crop's box on a padded canvas, the fill), normalized and stored in its
+// for the cv2 filters and torch's float32 antialiased ones) to a workspace from torch's caching allocator (the only
+// intermediate); the second pass runs inside the affine's strided kernel as its source (ResampledSource), so each
+// output element is resampled (or, outside the crop's box on a padded canvas, the fill), normalized and stored in its
 // layout by one thread. No host sync, no allocation but
 // the output and that workspace: capturable in a CUDA graph.
 #include <cuda_runtime.h>
@@ -43,8 +43,8 @@ void run_resize_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
   const uint8_t* src = in;
   std::array<int64_t, 4> strides = p.strides;
   Tensor workspace;
-  const float* first_rows = nullptr;  // the cv2 filters' float32 intermediate
-  if (p.two_passes() && is_cv2(p.filter)) {
+  const float* first_rows = nullptr;  // the float32 intermediate (cv2 filters, torch's float32 antialiased ones)
+  if (p.two_passes() && (is_cv2(p.filter) || is_aa_f32(p.filter))) {
     const auto [rows, cols] = intermediate_shape(p);
     const int64_t sizes[4] = {p.batch, p.channels, rows, cols};
     workspace = new_contiguous(torch::headeronly::IntHeaderOnlyArrayRef(sizes, 4), ScalarType::Float, input);
@@ -52,13 +52,13 @@ void run_resize_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
     const int64_t n = p.batch * p.channels * rows * cols;
     const ResamplePass first = first_pass(p, in);
     if (n <= kMax32) {
-      launch<cv2_first_pass_kernel<uint32_t>>(n, device, stream, first, ws, static_cast<uint32_t>(p.channels),
-                                              static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
-                                              static_cast<uint32_t>(n));
+      launch<float_first_pass_kernel<uint32_t>>(n, device, stream, first, ws, static_cast<uint32_t>(p.channels),
+                                                static_cast<uint32_t>(rows), static_cast<uint32_t>(cols),
+                                                static_cast<uint32_t>(n));
     } else {
-      launch<cv2_first_pass_kernel<uint64_t>>(n, device, stream, first, ws, static_cast<uint64_t>(p.channels),
-                                              static_cast<uint64_t>(rows), static_cast<uint64_t>(cols),
-                                              static_cast<uint64_t>(n));
+      launch<float_first_pass_kernel<uint64_t>>(n, device, stream, first, ws, static_cast<uint64_t>(p.channels),
+                                                static_cast<uint64_t>(rows), static_cast<uint64_t>(cols),
+                                                static_cast<uint64_t>(n));
     }
     first_rows = ws;
     strides = {p.channels * rows * cols, rows * cols, cols, 1};
@@ -82,7 +82,7 @@ void run_resize_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
     strides = {p.channels * rows * cols, rows * cols, cols, 1};
   }
   const ResamplePass last = is_linear_f32(p.filter) ? linear_f32_pass(p, input.const_data_ptr())
-                            : first_rows != nullptr ? cv2_last_pass(p, first_rows, strides)
+                            : first_rows != nullptr ? float_rows_last_pass(p, first_rows, strides)
                                                     : last_pass(p, src, strides);
   const auto* w = static_cast<const float*>(weight.const_data_ptr());
   const auto* b = static_cast<const float*>(bias.const_data_ptr());

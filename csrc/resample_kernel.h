@@ -27,6 +27,9 @@ namespace fused_input_norm {
 // kBilinearFloat / kBilinearFloatChannelsLast: the same interpolate of the image converted to float32, as vLLM's
 // MiMo processor and transformers' Molmo2 call it, by torch's generic kernel / its channels-last kernel (torch
 // picks one per call): see "torch's float32 bilinear" below.
+// kBilinearAntialiasFloat / kBicubicAntialiasFloat: torch's F.interpolate(mode="bilinear" / "bicubic",
+// antialias=True) of the image converted to float32 (torchvision's resize of a float32 tensor: vLLM's MiniMax-M3
+// video frames): see "torch's float32 antialiased filters" below.
 enum class ResampleFilter : int32_t {
   kBilinear = 0,
   kBicubic = 1,
@@ -35,7 +38,9 @@ enum class ResampleFilter : int32_t {
   kCv2CubicFloat = 4,
   kBilinearNoAntialias = 5,
   kBilinearFloat = 6,
-  kBilinearFloatChannelsLast = 7
+  kBilinearFloatChannelsLast = 7,
+  kBilinearAntialiasFloat = 8,
+  kBicubicAntialiasFloat = 9
 };
 
 FIN_HOST_DEVICE bool is_cv2(ResampleFilter filter) {
@@ -44,6 +49,11 @@ FIN_HOST_DEVICE bool is_cv2(ResampleFilter filter) {
 FIN_HOST_DEVICE bool is_linear_f32(ResampleFilter filter) {
   return filter == ResampleFilter::kBilinearFloat || filter == ResampleFilter::kBilinearFloatChannelsLast;
 }
+FIN_HOST_DEVICE bool is_aa_f32(ResampleFilter filter) {
+  return filter == ResampleFilter::kBilinearAntialiasFloat || filter == ResampleFilter::kBicubicAntialiasFloat;
+}
+// The filters that take a float32 input as well as uint8 (they compute in float32 from either).
+FIN_HOST_DEVICE bool reads_float_input(ResampleFilter filter) { return is_linear_f32(filter) || is_aa_f32(filter); }
 // kTorchvision: torch's uint8 kernel (int16 coefficients with a precision chosen per axis, as pillow-simd).
 // kPil: Pillow's (int32 coefficients with 22 fraction bits).
 enum class ResampleReference : int32_t { kPil = 0, kTorchvision = 1 };
@@ -426,6 +436,118 @@ FIN_HOST_DEVICE float linear_f32_value(const in_t* plane, int64_t stride_row, in
                         col, products);
 }
 
+// ---- torch's float32 antialiased filters ----------------------------------------------------------------
+// F.interpolate(x.float(), size, mode="bilinear" / "bicubic", antialias=True, align_corners=False) on the CPU, as
+// torch's x86 builds compile it at capability AVX2 and above. Separable: a horizontal pass where the width changes,
+// into a float32 image, then a vertical one where the height changes (an axis that keeps its size is not touched).
+// Per axis, in float32 where torch computes in its scalar type (double where its expression is double):
+//   scale = float(in) / float(out); support = float(h * scale) where scale >= 1, else h (h = 2 bicubic, 1
+//   bilinear); invscale = float(1 / scale) where scale >= 1, else 1; taps = ceil(support) * 2 + 1;
+//   output index o: center = float(scale * (o + 0.5)); first = max(int(center - support + 0.5), 0) and
+//   count = min(int(center + support + 0.5), in) - first, clamped to [0, taps] (the sums +- support in float32,
+//   + 0.5 in double); the weights w_j = filter(float((float(first + j) - center + 0.5) * invscale)) for j < count,
+//   each divided by their float32 sum where it is not 0.
+//   The filters in float32 as the compiler contracts them: bicubic (a = -0.5) fma(fma(1.5, x, -2.5) * x, x, 1)
+//   for |x| < 1, fma(fma(fma(-0.5, x, 2.5), x, -4), x, 2) for |x| < 2, else 0; bilinear 1 - |x| for |x| < 1.
+// A value is the sum of its taps s_j (along the pass's axis) times w_j as the compiler vectorizes torch's loop
+// (an in-order reduction, each product rounded): s_0 w_0, then + s_j w_j for the taps in blocks of 8 and then one
+// block of 4 while that many remain, and the last 0-3 taps fused, fma(s_j, w_j, sum). Measured: torch 2.14.1's
+// own values at capabilities AVX2 and AVX-512; its baseline build rounds every product instead (other bits). A
+// plan holds, per output index, (first, count) and `taps` float32 bit patterns (zero past count), precision 0.
+namespace aa_f32 {
+constexpr int64_t kBlock = 8, kTailBlock = 4;
+}  // namespace aa_f32
+
+struct AaF32Axis {
+  float scale, support, invscale;
+  int32_t taps;
+};
+
+FIN_NO_FP_CONTRACT_ATTR inline AaF32Axis aa_f32_axis(int64_t in_size, int64_t out_size, ResampleFilter filter) {
+  FIN_NO_FP_CONTRACT
+  const float scale = static_cast<float>(in_size) / static_cast<float>(out_size);
+  const double half = filter == ResampleFilter::kBicubicAntialiasFloat ? 2.0 : 1.0;  // torch's interp_size * 0.5
+  const float support = scale >= 1.0f ? static_cast<float>(half * scale) : static_cast<float>(half);
+  const float invscale = scale >= 1.0f ? static_cast<float>(1.0 / scale) : 1.0f;
+  return {scale, support, invscale, static_cast<int32_t>(std::ceil(support)) * 2 + 1};
+}
+
+// Output index o's first tap and tap count, and its center in *center.
+FIN_NO_FP_CONTRACT_ATTR inline std::array<int64_t, 2> aa_f32_window(const AaF32Axis& a, int64_t in_size, int64_t o,
+                                                                    float* center) {
+  FIN_NO_FP_CONTRACT
+  *center = static_cast<float>(static_cast<double>(a.scale) * (static_cast<double>(o) + 0.5));
+  int64_t first = static_cast<int64_t>(static_cast<double>(*center - a.support) + 0.5);
+  first = first > 0 ? first : 0;
+  int64_t last = static_cast<int64_t>(static_cast<double>(*center + a.support) + 0.5);
+  last = last < in_size ? last : in_size;
+  int64_t count = last - first;
+  count = count < 0 ? 0 : count > a.taps ? a.taps : count;
+  return {first, count};
+}
+
+// The filters as torch's x86 builds compute them (affine: one rounding, as the contracted expressions).
+FIN_NO_FP_CONTRACT_ATTR inline float aa_f32_filter(float x, ResampleFilter filter) {
+  FIN_NO_FP_CONTRACT
+  x = std::fabs(x);
+  if (filter == ResampleFilter::kBilinearAntialiasFloat) return x < 1.0f ? static_cast<float>(1.0 - x) : 0.0f;
+  if (x < 1.0f) return affine(affine(1.5f, x, -2.5f) * x, x, 1.0f);
+  if (x < 2.0f) return affine(affine(affine(-0.5f, x, 2.5f), x, -4.0f), x, 2.0f);
+  return 0.0f;
+}
+
+FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_aa_f32_plan(int64_t in_size, int64_t out_size,
+                                                                     ResampleFilter filter) {
+  FIN_NO_FP_CONTRACT
+  const AaF32Axis a = aa_f32_axis(in_size, out_size, filter);
+  std::vector<int32_t> plan = new_plan(in_size, out_size, a.taps, 0);
+  int32_t* bounds = plan.data() + PlanHeader::kSize;
+  int32_t* coeffs = bounds + 2 * out_size;
+  std::vector<float> w(static_cast<size_t>(a.taps));
+  for (int64_t o = 0; o < out_size; ++o) {
+    float center = 0.f;
+    const auto [first, count] = aa_f32_window(a, in_size, o, &center);
+    float total = 0.0f;
+    for (int64_t j = 0; j < count; ++j) {
+      const double offset = static_cast<double>(static_cast<float>(first + j) - center) + 0.5;
+      w[j] = aa_f32_filter(static_cast<float>(offset * static_cast<double>(a.invscale)), filter);
+      total += w[j];
+    }
+    for (int64_t j = 0; j < count; ++j) {
+      if (total != 0.0f) w[j] /= total;
+      coeffs[a.taps * o + j] = static_cast<int32_t>(float_as_bits(w[j]));
+    }
+    bounds[2 * o] = static_cast<int32_t>(first);
+    bounds[2 * o + 1] = static_cast<int32_t>(count);
+  }
+  return plan;
+}
+
+FIN_HOST_DEVICE float plan_weight(const int32_t* coeffs, int64_t j) {
+  return bits_as_float(static_cast<uint32_t>(coeffs[j]));
+}
+
+// One value: `count` taps of `src` (`step` elements apart, uint8 or float32) times the plan's coefficients, in
+// torch's order (above). Fma: a * b + c rounded once (the CPU kernels pass their capability's).
+template <typename in_t, typename Fma = OneRounding>
+FIN_HOST_DEVICE float aa_f32_sum(const in_t* src, int64_t step, const int32_t* coeffs, int64_t count, Fma fma = {}) {
+  if (count <= 0) return 0.0f;
+  float sum = cv2_product(static_cast<float>(src[0]), plan_weight(coeffs, 0));
+  int64_t j = 1;
+  for (; count - j >= aa_f32::kBlock; j += aa_f32::kBlock) {
+    for (int64_t k = j; k < j + aa_f32::kBlock; ++k)
+      sum = sum + cv2_product(static_cast<float>(src[k * step]), plan_weight(coeffs, k));
+  }
+  if (count - j >= aa_f32::kTailBlock) {
+    for (int64_t k = j; k < j + aa_f32::kTailBlock; ++k) {
+      sum = sum + cv2_product(static_cast<float>(src[k * step]), plan_weight(coeffs, k));
+    }
+    j += aa_f32::kTailBlock;
+  }
+  for (; j < count; ++j) sum = fma(static_cast<float>(src[j * step]), plan_weight(coeffs, j), sum);
+  return sum;
+}
+
 // The filter's support at scale 1 (the references' support constants).
 inline double filter_support(ResampleFilter filter) {
   if (filter == ResampleFilter::kBilinear || filter == ResampleFilter::kBilinearNoAntialias) return 1.0;
@@ -447,6 +569,10 @@ FIN_NO_FP_CONTRACT_ATTR inline ResampleGeometry resample_geometry(int64_t in_siz
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   if (is_cv2(filter)) return {scale, 2.0, 1.0, cv2_cubic::kTaps};  // 4 taps at any scale; support unused
   if (is_linear_f32(filter)) return {scale, 1.0, 1.0, linear_f32::kTaps};
+  if (is_aa_f32(filter)) {
+    const AaF32Axis a = aa_f32_axis(in_size, out_size, filter);
+    return {scale, a.support, a.invscale, a.taps};
+  }
   // Antialiasing widens the filter by the downscale factor; without it the filter keeps its own support.
   const double filterscale = scale < 1.0 || filter == ResampleFilter::kBilinearNoAntialias ? 1.0 : scale;
   const double support = filter_support(filter) * filterscale;
@@ -476,6 +602,7 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_resample_plan(int64_t i
   FIN_NO_FP_CONTRACT
   if (is_cv2(filter)) return make_cv2_plan(in_size, out_size, filter == ResampleFilter::kCv2Cubic);
   if (is_linear_f32(filter)) return make_linear_f32_plan(in_size, out_size);
+  if (is_aa_f32(filter)) return make_aa_f32_plan(in_size, out_size, filter);
   const bool torch_ref = reference == ResampleReference::kTorchvision || filter == ResampleFilter::kBilinearNoAntialias;
   double (*fn)(double) = resample_filters::triangle;
   if (filter == ResampleFilter::kBicubic) fn = torch_ref ? resample_filters::torch_cubic : resample_filters::pil_cubic;
@@ -551,10 +678,18 @@ struct ResamplePass {
   bool linear_f32, linear_f32_products;
   const int32_t* col_plan;
   int32_t in_h, in_w;
-  const float* float_src;  // the float32 bilinear's input where it is float32 (src unused then); else nullptr
+  const float* float_src;  // the float32 filters' input where it is float32 (src unused then); else nullptr
+  // torch's float32 antialiased filters (is_aa_f32): each pass sums its taps as aa_f32_sum, from the input
+  // (float_src or src) or, in the last of two passes, from the first pass's float32 rows (fsrc).
+  bool aa_f32;
 
   // The resampled value of element (b, c, i, j) as the affine reads it.
   FIN_HOST_DEVICE float value(int64_t b, int64_t c, int64_t i, int64_t j) const {
+    if (aa_f32) {
+      return fsrc != nullptr        ? aa_f32_at(fsrc, b, c, i, j)
+             : float_src != nullptr ? aa_f32_at(float_src, b, c, i, j)
+                                    : aa_f32_at(src, b, c, i, j);
+    }
     if (linear_f32 && float_src != nullptr) {
       return linear_f32_value(float_src + b * stride_b + c * stride_c, stride_row, stride_col, plan, col_plan,
                               i + plan_begin, j + fixed_begin, in_h, in_w, linear_f32_products);
@@ -570,11 +705,35 @@ struct ResamplePass {
   }
 
   FIN_HOST_DEVICE uint8_t at(int64_t b, int64_t c, int64_t i, int64_t j) const {
-    if (plan == nullptr) {  // no axis changes size: the crop's element itself (both references copy)
-      const int64_t row = (vertical ? i + plan_begin : i + fixed_begin),
-                    col = (vertical ? j + fixed_begin : j + plan_begin);
-      return src[b * stride_b + c * stride_c + row * stride_row + col * stride_col];
-    }
+    if (plan == nullptr) return src[copied(b, c, i, j)];  // no axis changes size: the crop's element itself
+    const Taps t = taps(b, c, i, j);
+    return resample_taps(src + t.offset, t.step, t.coeffs, static_cast<int32_t>(t.count), plan[PlanHeader::kPrecision]);
+  }
+
+  // Element (b, c, i, j) by torch's float32 antialiased filters, from `from` (uint8 or float32, this pass's
+  // strides).
+  template <typename in_t>
+  FIN_HOST_DEVICE float aa_f32_at(const in_t* from, int64_t b, int64_t c, int64_t i, int64_t j) const {
+    if (plan == nullptr) return static_cast<float>(from[copied(b, c, i, j)]);
+    const Taps t = taps(b, c, i, j);
+    return aa_f32_sum(from + t.offset, t.step, t.coeffs, t.count);
+  }
+
+  // Where neither axis changes size (both references copy): the offset of the crop's element (b, c, i, j).
+  FIN_HOST_DEVICE int64_t copied(int64_t b, int64_t c, int64_t i, int64_t j) const {
+    const int64_t row = (vertical ? i + plan_begin : i + fixed_begin),
+                  col = (vertical ? j + fixed_begin : j + plan_begin);
+    return b * stride_b + c * stride_c + row * stride_row + col * stride_col;
+  }
+
+  // The taps of element (b, c, i, j) along the resampled axis: the first one's offset, their step, their
+  // coefficients and count.
+  struct Taps {
+    int64_t offset, step;
+    const int32_t* coeffs;
+    int64_t count;
+  };
+  FIN_HOST_DEVICE Taps taps(int64_t b, int64_t c, int64_t i, int64_t j) const {
     const ResampleAxis axis = resample_axis(plan);
     // The glue checks a plan's length, but its contents only on the CPU (reading a device plan back would
     // sync): the clamps keep a plan made for other sizes from reading outside the plan or src.
@@ -586,10 +745,9 @@ struct ResamplePass {
     count = count < axis.taps ? count : axis.taps;
     count = count < tap_extent - first ? count : tap_extent - first;
     const int64_t fixed = (vertical ? j : i) + fixed_begin;
-    const int64_t tap_stride = vertical ? stride_row : stride_col;
-    const uint8_t* base =
-        src + b * stride_b + c * stride_c + fixed * (vertical ? stride_col : stride_row) + first * tap_stride;
-    return resample_taps(base, tap_stride, axis.coeffs + o * axis.taps, static_cast<int32_t>(count), axis.precision);
+    const int64_t step = vertical ? stride_row : stride_col;
+    return {b * stride_b + c * stride_c + fixed * (vertical ? stride_col : stride_row) + first * step, step,
+            axis.coeffs + o * axis.taps, count};
   }
 };
 
@@ -605,13 +763,18 @@ FIN_HOST_DEVICE void resample_pass_thread(const ResamplePass& pass, uint8_t* out
   }
 }
 
-// The cv2 filters' first (horizontal) pass, one thread's share: the float32 intermediate [B, C, rows, cols].
+// The first (horizontal) pass of the filters with a float32 intermediate (the cv2 filters, torch's float32
+// antialiased ones), one thread's share: the intermediate [B, C, rows, cols].
 template <typename index_t>
-FIN_HOST_DEVICE void cv2_first_pass_thread(const ResamplePass& pass, float* out, index_t channels, index_t rows,
-                                           index_t cols, index_t numel, index_t first, index_t step) {
+FIN_HOST_DEVICE void float_first_pass_thread(const ResamplePass& pass, float* out, index_t channels, index_t rows,
+                                             index_t cols, index_t numel, index_t first, index_t step) {
   for (index_t n = first; n < numel; n += step) {
     const index_t j = n % cols, t = n / cols;
     const index_t i = t % rows, plane = t / rows;
+    if (pass.aa_f32) {
+      out[n] = pass.value(plane / channels, plane % channels, i, j);
+      continue;
+    }
     const uint8_t* row = pass.src + (plane / channels) * pass.stride_b + (plane % channels) * pass.stride_c +
                          (i + pass.fixed_begin) * pass.stride_row;
     out[n] = cv2_horizontal_value(pass.plan, j + pass.plan_begin, row, pass.stride_col, pass.tap_extent);
@@ -697,6 +860,10 @@ inline std::array<int64_t, 2> resample_bounds(int64_t in_size, int64_t out_size,
     const int64_t i0 = linear_f32_source(in_size, out_size, i, &l1);
     return {i0, i0 + 1 < in_size ? 2 : 1};
   }
+  if (is_aa_f32(filter)) {
+    float center = 0.f;
+    return aa_f32_window(aa_f32_axis(in_size, out_size, filter), in_size, i, &center);
+  }
   const TapWindow w = tap_window(resample_geometry(in_size, out_size, filter), in_size, i);
   return {w.first, w.count};
 }
@@ -760,9 +927,12 @@ inline ResamplePass pass_reading(const uint8_t* src, const std::array<int64_t, 4
   return pass;
 }
 
-// The first of two passes: element (b, c, i, j) of the intermediate, from the input.
+// The first of two passes: element (b, c, i, j) of the intermediate, from the input (its first element: float32
+// where p.float_input).
 inline ResamplePass first_pass(const ResizePlan& p, const uint8_t* input) {
   ResamplePass pass = pass_reading(input, p.strides);
+  pass.aa_f32 = is_aa_f32(p.filter);
+  if (p.float_input) pass.float_src = reinterpret_cast<const float*>(input);
   pass.vertical = p.vertical_first;
   pass.plan = p.vertical_first ? p.row_plan : p.col_plan;
   pass.plan_begin = static_cast<int32_t>(p.vertical_first ? p.top : p.left);
@@ -776,6 +946,9 @@ inline ResamplePass first_pass(const ResizePlan& p, const uint8_t* input) {
 // (`src`, contiguous [B, C, rows, cols]), or the only one, reading the input.
 inline ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std::array<int64_t, 4>& src_strides) {
   ResamplePass pass = pass_reading(src, src_strides);
+  pass.aa_f32 = is_aa_f32(p.filter);
+  // The only pass reads the input itself (float32 where p.float_input).
+  if (p.float_input && !p.two_passes()) pass.float_src = reinterpret_cast<const float*>(src);
   pass.vertical = p.two_passes() ? !p.vertical_first : p.row_plan != nullptr;
   pass.plan = pass.vertical ? p.row_plan : p.col_plan;
   pass.plan_begin = static_cast<int32_t>(pass.vertical ? p.top : p.left);
@@ -791,8 +964,10 @@ inline ResamplePass last_pass(const ResizePlan& p, const uint8_t* src, const std
   return pass;
 }
 
-// The cv2 filters' last (vertical) pass, over the first pass's float32 rows (contiguous [B, C, rows, cols]).
-inline ResamplePass cv2_last_pass(const ResizePlan& p, const float* first_rows, const std::array<int64_t, 4>& strides) {
+// The last (vertical) pass of the filters with a float32 intermediate, over the first pass's rows (contiguous
+// [B, C, rows, cols]).
+inline ResamplePass float_rows_last_pass(const ResizePlan& p, const float* first_rows,
+                                         const std::array<int64_t, 4>& strides) {
   ResamplePass pass = last_pass(p, nullptr, strides);
   pass.fsrc = first_rows;
   pass.channels = static_cast<int32_t>(p.channels);
@@ -831,11 +1006,11 @@ ResampledSource<index_t>::ResampledSource(const ResizePlan& p, const ResamplePas
 
 #if defined(FIN_GPU_COMPILER)
 template <typename index_t>
-__global__ void cv2_first_pass_kernel(ResamplePass pass, float* out, index_t channels, index_t rows, index_t cols,
-                                      index_t numel) {
-  cv2_first_pass_thread<index_t>(pass, out, channels, rows, cols, numel,
-                                 static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-                                 static_cast<index_t>(gridDim.x) * blockDim.x);
+__global__ void float_first_pass_kernel(ResamplePass pass, float* out, index_t channels, index_t rows, index_t cols,
+                                        index_t numel) {
+  float_first_pass_thread<index_t>(pass, out, channels, rows, cols, numel,
+                                   static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x,
+                                   static_cast<index_t>(gridDim.x) * blockDim.x);
 }
 
 template <typename index_t>

@@ -17,8 +17,9 @@ RESIZE_OUTPUT_DTYPES = (torch.uint8, *OUTPUT_DTYPES)
 # cv2_cubic / cv2_cubic_f32: OpenCV's cv2.resize(..., interpolation=cv2.INTER_CUBIC) of the uint8 image, and of
 # the image as float32 (Mistral's ImageEncoder); bilinear_no_antialias: torch's F.interpolate(mode="bilinear",
 # antialias=False) of the uint8 image on x86; bilinear_no_antialias_f32 / _f32_cl: of the image as float32 (MiMo's
-# and Molmo2's resize), torch's generic / channels-last kernel, on x86 at AVX2 and above. The reference argument
-# does not apply to these.
+# and Molmo2's resize), torch's generic / channels-last kernel, on x86 at AVX2 and above; bilinear_f32 /
+# bicubic_f32: torch's F.interpolate(antialias=True) of the image as float32 (torchvision's resize of a float32
+# tensor: MiniMax-M3's video frames), on x86 at AVX2 and above. The reference argument does not apply to these.
 RESAMPLE_FILTERS = (
     "bilinear",
     "bicubic",
@@ -28,11 +29,16 @@ RESAMPLE_FILTERS = (
     "bilinear_no_antialias",
     "bilinear_no_antialias_f32",
     "bilinear_no_antialias_f32_cl",
+    "bilinear_f32",
+    "bicubic_f32",
 )
 FLOAT_BILINEAR_FILTERS = ("bilinear_no_antialias_f32", "bilinear_no_antialias_f32_cl")
+ANTIALIAS_FLOAT_FILTERS = ("bilinear_f32", "bicubic_f32")
+# The filters that read a float32 input as well as uint8 (torch's float32 interpolates).
+FLOAT_INPUT_FILTERS = (*FLOAT_BILINEAR_FILTERS, *ANTIALIAS_FLOAT_FILTERS)
 CV2_FILTERS = ("cv2_cubic", "cv2_cubic_f32")
 # The filters whose result is one library's whatever the reference: their pass order is that library's own.
-OWN_ORDER_FILTERS = (*CV2_FILTERS, "bilinear_no_antialias", *FLOAT_BILINEAR_FILTERS)
+OWN_ORDER_FILTERS = (*CV2_FILTERS, "bilinear_no_antialias", *FLOAT_INPUT_FILTERS)
 _FILTER_LIST = ", ".join(map(repr, RESAMPLE_FILTERS[:-1])) + f" or {RESAMPLE_FILTERS[-1]!r}"
 FILTER_ERROR = f"resample must be {_FILTER_LIST}"  # the C++ ops' words (resample.cpp parse_filter)
 CHANNEL_DIMS = (-3, -1)  # channels first ([..., C, H, W]) or last ([..., H, W, C])

@@ -12,9 +12,10 @@ reason, through the adapter's _handed_back):
   TorchvisionBackend.resize   uint8 [..., C, H, W] CPU tensors, antialiased bilinear / bicubic / lanczos: the
                               resample engine's "torchvision" reference (torch's own CPU uint8 kernel, bit
                               for bit; on another device transformers runs that device's kernel: its own);
-                              and contiguous float32 CPU tensors, bilinear without antialiasing (Molmo2
-                              resizes image.float()): torch's float32 kernel, the engine's
-                              "bilinear_no_antialias_f32" filters, where torch's x86 kernels fuse their
+                              and float32 CPU tensors: contiguous ones, bilinear without antialiasing
+                              (Molmo2 resizes image.float()), and any, bilinear or bicubic with it (MiniMax-M3's
+                              video frames): torch's float32 kernels, the engine's "bilinear_no_antialias_f32",
+                              "bilinear_f32" and "bicubic_f32" filters, where torch's x86 kernels fuse their
                               products into FMAs (torch_float_fma_kernel);
   PilBackend.process_image    an RGB PIL image: np.array of it, channels first, without Pillow's convert copy;
   PilBackend.resize           uint8 [3, H, W] arrays, bilinear / bicubic / lanczos, no reducing_gap: the
@@ -178,31 +179,43 @@ def torchvision_resize(image: object, size: object, resample: object, antialias:
 
 
 def _float_resize(image: torch.Tensor, size: object, resample: object, antialias: object) -> torch.Tensor | str:
-    """TorchvisionBackend.resize of a float32 tensor: torch's float32 F.interpolate(mode="bilinear",
-    antialias=False), which the engine's "bilinear_no_antialias_f32" filters reproduce (whatever the values: Molmo2
-    resizes image.float()), or why it is the backend's."""
-    if antialias is not False:
-        return f"a float32 input with antialias={antialias!r} (served: bilinear, antialias=False)"
-    if _torchvision_filter(resample) != "bilinear":
-        return f"a float32 input with resample={resample!r} (served: bilinear, antialias=False)"
-    if image.dim() < 3 or 0 in image.shape or not image.is_contiguous():
-        return f"a float32 tensor of shape {list(image.shape)} (served: contiguous [..., C, H, W], none empty)"
+    """TorchvisionBackend.resize of a float32 tensor: torch's float32 F.interpolate, which the engine's float32
+    filters reproduce whatever the values: bilinear with antialias=False ("bilinear_no_antialias_f32": Molmo2
+    resizes image.float()) and bilinear / bicubic with antialias=True ("bilinear_f32" / "bicubic_f32": MiniMax-M3's
+    video frames), or why it is the backend's."""
+    served = "(served: bilinear with antialias=False; bilinear, bicubic with antialias=True)"
+    if antialias is not False and antialias is not True:
+        return f"a float32 input with antialias={antialias!r} {served}"
+    name = _torchvision_filter(resample)
+    if name not in ("bilinear", "bicubic") or (name == "bicubic" and not antialias):
+        return f"a float32 input with resample={resample!r}, antialias={antialias!r} {served}"
+    # torch's antialiased filters give the same values for any strides; its bilinear without antialiasing picks
+    # one of two kernels by the layout (torch_float_bilinear), tested for contiguous inputs.
+    if image.dim() < 3 or 0 in image.shape or not (antialias or image.is_contiguous()):
+        shapes = "[..., C, H, W], none empty" + ("" if antialias else ", contiguous")
+        return f"a float32 tensor of shape {list(image.shape)} (served: {shapes})"
     elsewhere = _not_on_this_cpu_now(image)
     if elsewhere is not None:
         return elsewhere
     if not resizing.torch_float_fma_kernel():
-        return "torch's float32 bilinear on this CPU (served where torch runs its AVX2/AVX-512 kernels)"
+        return f"torch's float32 {name} on this CPU (served where torch runs its AVX2/AVX-512 kernels)"
     *lead, channels, height, width = image.shape
     new_size = _checked_size(_output_size(size, height, width))
     if isinstance(new_size, str):
         return new_size
     if new_size == (height, width):
         return image  # torchvision's resize returns its input itself then
+    if antialias and new_size[1] == 1 and new_size[0] != height:
+        # torch's vertical pass iterates over rows then, and reads the first row's taps for every row.
+        return "a float32 resize to width 1 (torch's antialiased kernel gives every row the first row's value)"
     flat = image.reshape(-1, channels, height, width)
-    if channels > 3 and flat.is_contiguous(memory_format=torch.channels_last):
+    if antialias:
+        out = _resized(flat, new_size, f"{name}_f32", "torchvision")
+    elif channels > 3 and flat.is_contiguous(memory_format=torch.channels_last):
         # contiguous both ways (H = W = 1): which of its kernels torch takes then is not what we tested
         return f"a float32 tensor of shape {list(image.shape)}, channels-last contiguous too"
-    out = _resized(flat, new_size, resizing.torch_float_bilinear(channels, new_size), "torchvision")
+    else:
+        out = _resized(flat, new_size, resizing.torch_float_bilinear(channels, new_size), "torchvision")
     return out.reshape(*lead, channels, *new_size)
 
 

@@ -10,15 +10,18 @@ decided from metadata, raising the same exception types directly.
 
 import math
 import re
+import struct
 from collections.abc import Sequence
 
 import torch
 from torch import Tensor
 
 from .checks import (
+    ANTIALIAS_FLOAT_FILTERS,
     CV2_FILTERS,
     FILTER_ERROR,
     FLOAT_BILINEAR_FILTERS,
+    FLOAT_INPUT_FILTERS,
     INPUT_DTYPES,
     OUTPUT_DTYPES,
     RESAMPLE_FILTERS,
@@ -277,12 +280,21 @@ def _plan_numel(in_size: int, out_size: int, resample: str) -> int:
         return 4 + out_size * (2 + 4)  # OpenCV's cubic: 4 taps at any scale
     if resample in FLOAT_BILINEAR_FILTERS:
         return 4 + out_size * (2 + 2)  # torch's float bilinear: i0 and i0 + 1
+    if resample in ANTIALIAS_FLOAT_FILTERS:  # torch's float32 support: ceil(float(h * float(in / out))) * 2 + 1
+        scale = _float32(in_size / out_size)  # one rounding of the exact quotient, as float32 division
+        half = 2.0 if resample == "bicubic_f32" else 1.0
+        return 4 + out_size * (2 + math.ceil(_float32(half * scale) if scale >= 1.0 else half) * 2 + 1)
     scale = in_size / out_size
     support = _FILTER_SUPPORT[resample] * (1.0 if resample == "bilinear_no_antialias" else max(scale, 1.0))
     return 4 + out_size * (2 + math.ceil(support) * 2 + 1)
 
 
+def _float32(x: float) -> float:
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
 _RESIZE_OP = "fused_input_norm.resize_affine_out"
+_FLOAT_INPUT_NOTE = " (torch.float32 only with the filters " + ", ".join(map(repr, FLOAT_INPUT_FILTERS)) + ")"
 
 
 @torch.library.register_fake("fused_input_norm::resize_affine_out")
@@ -290,9 +302,9 @@ def _resize_affine_out_fake(
     out, input, weight, bias, row_plan, col_plan, size, crop, resample, vertical_first, patches, clip=False, pad=()
 ) -> None:
     # The checks metadata decides, in the C++ op's order and words (resample.cpp).
-    float_bilinear = resample in ("bilinear_no_antialias_f32", "bilinear_no_antialias_f32_cl")
-    if input.dtype != torch.uint8 and not (input.dtype == torch.float32 and float_bilinear):
-        either = " or a torch.float32 one" if float_bilinear else " (torch.float32 only with the float32 bilinear)"
+    reads_float = resample in FLOAT_INPUT_FILTERS
+    if input.dtype != torch.uint8 and not (input.dtype == torch.float32 and reads_float):
+        either = " or a torch.float32 one" if reads_float else _FLOAT_INPUT_NOTE
         raise TypeError(f"{_RESIZE_OP}: input must be a torch.uint8 image{either}, got {input.dtype}")
     if input.dim() != 4:
         raise ValueError(f"{_RESIZE_OP}: input must be 4-D [B, C, H, W], got shape {list(input.shape)}")
@@ -333,6 +345,8 @@ def _resize_affine_out_fake(
         raise ValueError(f"{_RESIZE_OP}: vertical_first must be False: OpenCV resamples across first")
     if resample in FLOAT_BILINEAR_FILTERS and vertical_first:
         raise ValueError(f"{_RESIZE_OP}: vertical_first must be False: the float32 bilinear has one pass")
+    if resample in ANTIALIAS_FLOAT_FILTERS and vertical_first:
+        raise ValueError(f"{_RESIZE_OP}: vertical_first must be False: torch resamples across first")
     if len(crop) != 4:
         raise ValueError(f"{_RESIZE_OP}: crop must be (top, left, height, width), got {list(crop)}")
     top, left, h, w = crop

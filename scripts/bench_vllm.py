@@ -21,7 +21,8 @@ openvla, isaac, muse_spark and mimo (tests/test_vllm_own.py: vLLM's own OpenVLAI
 served in their classes, Muse Spark's preprocessing, its Pillow resizes served, and MiMo-V2-Omni's, its float32
 resizes served; mimo_video: its videos, 8 frames of 480p and 1080p as THWC bytes), ovis2_5 / lfm3_vl /
 minimax_m3 (tests/test_vllm_copies.py: vLLM's own processors holding a SiglipImageProcessor, a
-Qwen2VLImageProcessor, vLLM's MiniMaxM3VLImageProcessor served by the generic path),
+Qwen2VLImageProcessor, vLLM's MiniMaxM3VLImageProcessor served by the generic path; minimax_m3_video: its
+MiniMaxM3VLVideoProcessor's float32 antialiased bicubic served there too, 8 frames of 480p and 1080p),
 mistral-small-3.1 / pixtral-12b (tests/test_vllm_mistral.py's Mistral-format directories: vLLM's
 MistralCommonImageProcessor around mistral_common's encoder, served by vllm_mistral; both sides with OpenCV's
 IPP off, the only setting it serves, and again with IPP on for stock as x86 runs it: the "ipp-on" rows), each
@@ -44,7 +45,7 @@ from test_vllm_processor import IMAGE, photo, write_model  # the tests' model di
 
 SIZES = [(1080, 1920), (3024, 4032)]
 # Models timed on a video instead of an image: (frames, frame sizes).
-VIDEOS = {"mimo_video": (8, [(480, 640), (1080, 1920)])}
+VIDEOS = {"mimo_video": (8, [(480, 640), (1080, 1920)]), "minimax_m3_video": (8, [(480, 640), (1080, 1920)])}
 LANCZOS_MODELS = ("idefics3", "smolvlm")  # issue 37's target: 3x at 1080p as well
 MAX_PIXELS = [12845056, 1003520]  # the checkpoint's, and a common serving cap (a per-request kwarg)
 
@@ -118,6 +119,7 @@ def models() -> dict:
     for name in ("ovis2_5", "lfm3_vl", "minimax_m3"):
         remote = name in copies.OVIS
         table[name] = (copies.WRITERS[name], copies.MODELS[name][1], None, remote, [None])
+    table["minimax_m3_video"] = (copies.WRITERS["minimax_m3"], copies.VIDEOS["minimax_m3"], None, False, [None])
     import test_vllm_own as own_call  # vLLM's own OpenVLAImageProcessor (vllm_openvla), IsaacImageProcessor (vllm_isaac)
 
     table["openvla"] = (own_call.write_openvla, "<s>", None, False, [None])  # "<s>": after its BOS

@@ -442,10 +442,13 @@ def elsewhere_tested() -> set[str]:
 def generic_copies() -> dict[str, dict[str, str]]:
     """The architectures whose vLLM-defined image processor (on a transformers backend, no family) the generic path
     serves in tests/test_vllm_copies.py (its GENERIC) -> {"module": the class's module, "videos": why their videos
-    are not served ("" where they are not vLLM's own class either)}."""
+    are not served ("": served, compared there: its VIDEOS)}."""
     tested = _copies_test()
     return {
-        tested.MODELS[model][0]: {"module": module, "videos": tested.VIDEO_UNSERVED.get(model, "")}
+        tested.MODELS[model][0]: {
+            "module": module,
+            "videos": tested.VIDEO_UNSERVED.get(model, "" if model in tested.VIDEOS else "its videos are not compared"),
+        }
         for model, module in tested.GENERIC.items()
     }
 
@@ -498,10 +501,9 @@ def _medium(
         tested = generic_copies().get(model["architecture"])
         reached = model["hook"] is not False or model["module"] in built_elsewhere()
         if tested is not None and reached and _generic(cls, tested["module"]):
-            if not video:
+            if not video or not tested["videos"]:
                 return "generic", ""
-            if tested["videos"]:
-                return "vLLM", f"vLLM's own processor ({cls}); the generic path stands in, but {tested['videos']}"
+            return "vLLM", f"vLLM's own processor ({cls}); the generic path stands in, but {tested['videos']}"
         if model["module"] in built_elsewhere() and _generic(cls, model["module"]):
             return (
                 "vLLM",

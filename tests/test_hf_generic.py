@@ -349,9 +349,11 @@ def test_the_vllm_plugin_serves_a_processor_without_a_family_by_the_generic_path
 @pytest.mark.parametrize(
     "image, size, resample, antialias, why",
     [
-        (torch.zeros(3, 20, 30), {"height": 10, "width": 10}, 2, True, "float32 input with antialias=True"),
+        (torch.zeros(3, 20, 30), {"height": 10, "width": 10}, 2, None, "float32 input with antialias=None"),
         (torch.zeros(3, 20, 30), {"height": 10, "width": 10}, 3, False, "float32 input with resample=3"),
-        (torch.zeros(3, 30, 20).transpose(1, 2), {"height": 10, "width": 10}, 2, False, "served: contiguous"),
+        (torch.zeros(3, 30, 20).transpose(1, 2), {"height": 10, "width": 10}, 2, False, "C, H, W], none empty, contig"),
+        (torch.zeros(3, 20, 30), {"height": 10, "width": 10}, 1, True, "float32 input with resample=1"),
+        (torch.zeros(3, 20, 30), {"height": 10, "width": 1}, 3, True, "float32 resize to width 1"),
         (torch.zeros(3, 20, 30, dtype=torch.int16), {"height": 10, "width": 10}, 2, True, "not a uint8 or float32"),
         (torch.zeros(3, 20, 30, dtype=torch.uint8, device="meta"), {"height": 10, "width": 10}, 2, True, "meta"),
         (torch.zeros(3, 20, 30, dtype=torch.uint8), {"height": 10, "width": 10}, 2, False, "antialias=False"),
@@ -360,9 +362,11 @@ def test_the_vllm_plugin_serves_a_processor_without_a_family_by_the_generic_path
         (torch.zeros(3, 20, 30, dtype=torch.uint8), {}, 2, True, "a size without"),
     ],
     ids=[
-        "float-antialias",
+        "float-antialias-none",
         "float-bicubic",
         "float-strided",
+        "float-lanczos",
+        "float-width-1",
         "int16",
         "off-cpu",
         "no-antialias",

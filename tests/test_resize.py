@@ -568,7 +568,7 @@ MODULE_RESIZE_BAD = [
         {"resample": "nearest"},
         ValueError,
         r"resample must be one of 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
-        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', got 'nearest'",
+        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', 'bilinear_f32', 'bicubic_f32', got 'nearest'",
     ),
     ("resample-box", {"resample": "box"}, ValueError, r"resample must be one of .*got 'box'"),
     ("resample-upper-case", {"resample": "BICUBIC"}, ValueError, r"resample must be one of"),
@@ -689,7 +689,7 @@ PATCHIFY_BAD = [
         {"resample": "nearest"},
         ValueError,
         r"resample must be one of 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
-        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', got 'nearest'",
+        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', 'bilinear_f32', 'bicubic_f32', got 'nearest'",
     ),
     ("reference-pillow", {"reference": "pillow"}, ValueError, r"reference must be one of"),
     ("patch_size-zero", {"patch_size": 0}, ValueError, r"patch_size must be an int >= 1"),
@@ -760,7 +760,8 @@ OP_BAD = [
         "input-float32",
         op(input=lambda a: a["input"].float()),
         TypeError,
-        r"input must be a torch\.uint8 image \(torch\.float32 only with the float32 bilinear\), got torch\.float32",
+        r"input must be a torch\.uint8 image \(torch\.float32 only with the filters 'bilinear_no_antialias_f32', "
+        r"'bilinear_no_antialias_f32_cl', 'bilinear_f32', 'bicubic_f32'\), got torch\.float32",
     ),
     (
         "input-3d",
@@ -783,7 +784,7 @@ OP_BAD = [
         op(resample="nearest"),
         ValueError,
         r"resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
-        r"'bilinear_no_antialias_f32' or 'bilinear_no_antialias_f32_cl', got 'nearest'",
+        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', 'bilinear_f32' or 'bicubic_f32', got 'nearest'",
     ),
     ("size-length-1", op(size=[20]), ValueError, r"size must be \(height, width\) >= 1, got \[20\]"),
     ("size-zero", op(size=[0, 70]), ValueError, r"size must be \(height, width\) >= 1, got \[0, 70\]"),
@@ -997,7 +998,7 @@ PLAN_BAD = [
         "resample-nearest",
         (10, 5, "nearest"),
         r"resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
-        r"'bilinear_no_antialias_f32' or 'bilinear_no_antialias_f32_cl', got 'nearest'",
+        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', 'bilinear_f32' or 'bicubic_f32', got 'nearest'",
     ),
     ("reference-pil-13", (10, 5, "bicubic", "pil-13"), r"reference must be 'pil' or 'torchvision', got 'pil-13'"),
     ("reference-torch", (10, 5, "bicubic", "torch"), r"reference must be 'pil' or 'torchvision'"),

@@ -45,7 +45,8 @@ pytestmark = [
 ]
 
 FILTERS = {"bicubic": 1, "bilinear": 0, "lanczos": 2, "cv2_cubic": 3, "cv2_cubic_f32": 4, "bilinear_no_antialias": 5,
-           "bilinear_no_antialias_f32": 6, "bilinear_no_antialias_f32_cl": 7}  # fmt: skip
+           "bilinear_no_antialias_f32": 6, "bilinear_no_antialias_f32_cl": 7, "bilinear_f32": 8,
+           "bicubic_f32": 9}  # fmt: skip
 PIL_FILTERS = {"bicubic": 3, "bilinear": 2, "lanczos": 1}  # PIL.Image.Resampling values
 TV_FILTERS = {"bicubic": "BICUBIC", "bilinear": "BILINEAR", "lanczos": "LANCZOS"}
 
@@ -361,5 +362,44 @@ def test_emulated_and_cpu_kernels_equal_torch_float_bilinear(emulator, tmp_path,
             got = emulate(emulator, tmp_path, image, size, filters[i], "pil", threads=7 if cap else 37, cpu=cap,
                           planar=planar)  # fmt: skip
             differing[(cap, i)] = int((got != expected[i]).sum())
+    assert len(differing) >= 2 * len(cases)
+    assert not any(differing.values()), {k: v for k, v in differing.items() if v}
+
+
+@pytest.mark.skipif(not torch_float_fma_kernel(), reason="torch's float filters have FMAs only on x86 at AVX2+")
+@pytest.mark.parametrize("resample", ["bilinear_f32", "bicubic_f32"])
+def test_emulated_and_cpu_kernels_equal_torch_float_antialiased(emulator, tmp_path, resample):
+    """torch's float32 antialiased filters (tests/test_resize_antialias_f32.py): the GPU per-thread code (the float32
+    first pass, then the vertical sums) and the CPU band code at each capability against torch's
+    F.interpolate(antialias=True) of the image as float32: photos as bytes, float32 inputs of any values, both
+    layouts, one axis or both, a crop on a padded canvas. float32 bits equal."""
+    astronaut = PHOTOS["astronaut"]
+    cases = [  # image, size, planar, crop, pad
+        (PHOTOS["coffee"], (224, 224), False, None, ()),
+        (astronaut, (97, 600), True, None, ()),
+        (astronaut, (512, 301), False, None, ()),  # width only
+        (astronaut, (13, 512), False, None, ()),  # height only, 40x down: windows of 161 taps
+        (astronaut[:, :, :1], (700, 77), False, (100, 3, 500, 70), (520, 80, 10, 6, 255)),
+        (np.random.default_rng(1).normal(0, 100, (61, 83, 3)).astype(np.float32), (200, 41), True, None, ()),
+        (np.random.default_rng(2).normal(0, 1e6, (90, 70, 4)).astype(np.float32), (33, 160), False, None, ()),
+    ]
+    mode = {"bilinear_f32": "bilinear", "bicubic_f32": "bicubic"}[resample]
+    expected = []
+    for image, size, _, crop, pad in cases:
+        x = torch.from_numpy(np.ascontiguousarray(image)).permute(2, 0, 1).float()[None]
+        full = torch.nn.functional.interpolate(x, size=size, mode=mode, antialias=True)[0].numpy()
+        top, left, h, w = crop or (0, 0, *size)
+        box = full[:, top : top + h, left : left + w]
+        if pad:
+            canvas = np.full((image.shape[2], pad[0], pad[1]), float(pad[4]), np.float32)
+            canvas[:, pad[2] : pad[2] + h, pad[3] : pad[3] + w] = box
+            box = canvas
+        expected.append(box)
+    differing = {}
+    for cap in [None, *capabilities(emulator)]:  # None: the GPU per-thread code
+        for i, (image, size, planar, crop, pad) in enumerate(cases):
+            got = emulate(emulator, tmp_path, image, size, resample, "pil", crop=crop, pad=pad,
+                          threads=7 if cap else 37, cpu=cap, planar=planar)  # fmt: skip
+            differing[(cap, i)] = int((got.view(np.int32) != expected[i].view(np.int32)).sum())
     assert len(differing) >= 2 * len(cases)
     assert not any(differing.values()), {k: v for k, v in differing.items() if v}

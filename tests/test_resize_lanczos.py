@@ -179,12 +179,12 @@ def test_an_unknown_filter_names_lanczos_among_the_choices():
     with pytest.raises(
         ValueError,
         match=r"resample must be 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
-        r"'bilinear_no_antialias_f32' or 'bilinear_no_antialias_f32_cl', got 'box'",
+        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', 'bilinear_f32' or 'bicubic_f32', got 'box'",
     ):
         resample_plan(10, 5, "box")
     with pytest.raises(
         ValueError,
         match=r"resample must be one of 'bilinear', 'bicubic', 'lanczos', 'cv2_cubic', 'cv2_cubic_f32', 'bilinear_no_antialias', "
-        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', got 'box'",
+        r"'bilinear_no_antialias_f32', 'bilinear_no_antialias_f32_cl', 'bilinear_f32', 'bicubic_f32', got 'box'",
     ):
         IDENTITY.resize(torch.zeros(3, 8, 8, dtype=torch.uint8), torch.float32, (4, 4), resample="box")

@@ -227,7 +227,9 @@ def test_a_padded_canvas_is_torchs_resize_of_the_crop_padded(threads):
 def test_a_float32_input_is_refused_by_the_byte_filters_naming_it(resample):
     plans = resizing.PlanCache()
     out = torch.full((1, 3, 5, 6), 7.0)
-    with pytest.raises(TypeError, match=r"input must be a torch.uint8 image \(torch.float32 only with the float32"):
+    with pytest.raises(
+        TypeError, match=r"input must be a torch.uint8 image \(torch.float32 only with the filters 'bil"
+    ):
         resizing.resize_into(out, torch.zeros(1, 3, 9, 9), torch.ones(3), torch.zeros(3), (5, 6), (0, 0, 5, 6),
                              resample, "torchvision", plans)  # fmt: skip
     assert bool((out == 7.0).all())  # nothing written

@@ -11,8 +11,8 @@ Ovis1.6 / Ovis2 (Ovis: vLLM's own OvisProcessor calling the checkpoint's SiglipI
 CLIPImageProcessor with a 448 center crop that pads the crops it resizes smaller: the siglip and clip families)
 and LFM3-VL (vLLM's own Lfm3VlProcessor, a Qwen3VLProcessor loading transformers' Qwen2VLImageProcessor: its
 images; its videos are not compared, see NO_VIDEOS) and MiniMax-M3 (vLLM's own MiniMaxVLProcessor holding vLLM's
-MiniMaxM3VLImageProcessor, a TorchvisionBackend no family reproduces: the generic path's images; its video
-processor resizes float32 frames, which the generic path hands back: VIDEO_UNSERVED).
+MiniMaxM3VLImageProcessor, a TorchvisionBackend no family reproduces: the generic path's images, and its videos,
+whose MiniMaxM3VLVideoProcessor resizes float32 frames with torch's antialiased bicubic: "bicubic_f32").
 Each side runs in its own process, as a server would (`bash scripts/test_vllm.sh`).
 
 Tiny model directories (no weights): config.json from the config classes (vLLM's BagelConfig; OpenCUA's
@@ -90,9 +90,7 @@ GENERIC = {
     "minimax_m3": "vllm.transformers_utils.processors.minimax_m3",
 }
 # The generic models whose videos it does not serve, and why (the row says so: scripts/vllm_reach.py).
-VIDEO_UNSERVED = {
-    "minimax_m3": "MiniMaxM3VLVideoProcessor resizes float32 frames, which the generic path's uint8 resize hands back"
-}
+VIDEO_UNSERVED: dict[str, str] = {}
 # The models vLLM takes one image a prompt of (no batch), and the sizes they get: 1080p and a tiny odd one.
 ONE_IMAGE = {"glm4v_9b": [(1080, 1920), (57, 29)]}
 # How the log names nearest resampling where the generic path hands it back (its resize's reason).
@@ -104,7 +102,7 @@ HF_OVERRIDES = {"glm4v_9b": {"architectures": ["GLM4VForCausalLM"]}}
 SIZES = [(1080, 1920), (480, 640), (57, 29), (40, 900)]
 # The models whose videos are compared too (vLLM's Ovis2_5Processor sends each frame through the image processor),
 # and their prompt's video placeholder.
-VIDEOS = {model: "<video>" for model in OVIS}
+VIDEOS = {model: "<video>" for model in OVIS} | {"minimax_m3": "]<]video[>["}
 # The models whose videos the plugin serves by a family but this test does not compare, and why (their reach row
 # says partly: scripts/vllm_reach.py).
 NO_VIDEOS = {

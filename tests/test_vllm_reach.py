@@ -134,8 +134,8 @@ def test_every_served_row_names_a_family_with_its_vllm_on_off_test(rows, reach):
 def test_generic_rows_are_the_architectures_it_tests(rows):
     """A row's images (videos) are "generic" exactly where tests/test_vllm_generic.py compares that architecture's
     images (videos) in vLLM, plugin on vs off, and the generic path's resize runs there (not UNSERVED /
-    VIDEO_UNSERVED), or where tests/test_vllm_copies.py does so for a vLLM-defined class (its GENERIC: GLM-4V-9B,
-    MiniMax-M3's images; MiniMax-M3's videos, its VIDEO_UNSERVED, are not served and say why);
+    VIDEO_UNSERVED), or where tests/test_vllm_copies.py does so for a vLLM-defined class (its GENERIC: GLM-4V-9B's
+    images, MiniMax-M3's images and videos);
     those test_vllm_generic lists as UNSERVED, or whose videos it does not compare, are not served and say why."""
     import test_vllm_copies
     import test_vllm_generic as tested
@@ -148,6 +148,10 @@ def test_generic_rows_are_the_architectures_it_tests(rows):
         spec["arch"] for model, spec in tested.MODELS.items() if tested.generic_serves(model)
     }
     videos = {spec["arch"] for model, spec in tested.MODELS.items() if tested.generic_serves(model, video=True)}
+    videos |= {
+        test_vllm_copies.MODELS[model][0] for model in test_vllm_copies.GENERIC if model in test_vllm_copies.VIDEOS
+    }
+    assert "MiniMaxM3SparseForConditionalGeneration" in videos
     assert generic["videos"] == videos
     for model in tested.UNSERVED:  # images not served: the row is "not" (or "partly", where videos are served)
         r = by_arch[tested.MODELS[model]["arch"]]

@@ -6,16 +6,16 @@
 //   resize_emulation IN C H W HWC OUT_H OUT_W FILTER REFERENCE VERTICAL_FIRST TOP LEFT CROP_H CROP_W T P M
 //                    THREADS [CANVAS_H CANVAS_W PAD_TOP PAD_LEFT FILL] OUT
 // FILTER: 0 bilinear, 1 bicubic, 2 lanczos, 3 cv2_cubic, 4 cv2_cubic_f32, 5 bilinear_no_antialias,
-// 6 bilinear_no_antialias_f32, 7 bilinear_no_antialias_f32_cl; REFERENCE: 0 pil, 1 torchvision; P = 0:
-// planar output [C, h, w] (h, w: the canvas's with the five padding arguments, the crop's without; the padding is the
-// fill byte).
+// 6 bilinear_no_antialias_f32, 7 bilinear_no_antialias_f32_cl, 8 bilinear_f32, 9 bicubic_f32; REFERENCE: 0 pil, 1
+// torchvision; P = 0: planar output [C, h, w] (h, w: the canvas's with the five padding arguments, the crop's without;
+// the padding is the fill byte).
 //   resize_emulation --cpu ARGS...   the CPU op's kernels instead (resample_cpu_kernels.h: canvas_band over bands of
 //                                    THREADS rows, the capability FUSED_INPUT_NORM_CPU_CAPABILITY selects), planar
 //                                    output only: the resampling the op's writers then normalize. Torch-free, so it
 //                                    runs where torch cannot (cross-built, under qemu-aarch64:
 //                                    scripts/check_aarch64.sh).
-//   resize_emulation [--cpu] --float-input ARGS...   IN holds float32 values, not bytes (the float32 filters,
-//                                    6 and 7, only: they read a float32 input as the op does).
+//   resize_emulation [--cpu] --float-input ARGS...   IN holds float32 values, not bytes (torch's float32
+//                                    filters, 6 to 9, only: they read a float32 input as the op does).
 //   resize_emulation --capabilities  the CPU capabilities this machine runs, one per line.
 #include <cmath>
 #include <cstdio>
@@ -32,24 +32,23 @@ namespace fin = fused_input_norm;
 
 namespace {
 
-// `input`: the image's first element, bytes, or float32 values where plan.float_input (whose filters read it only
-// through linear_f32_pass / linear_f32_canvas_band).
+// `input`: the image's first element, bytes, or float32 values where plan.float_input (torch's float32 filters).
 template <typename index_t>
 std::vector<float> run(const fin::ResizePlan& plan, const void* input, int64_t threads) {
   const auto* image = static_cast<const uint8_t*>(input);
   std::array<int64_t, 4> strides = plan.strides;
   const uint8_t* src = image;
   std::vector<uint8_t> workspace;
-  std::vector<float> cv2_workspace;  // the cv2 filters' float32 first pass
-  if (plan.two_passes() && fin::is_cv2(plan.filter)) {
+  std::vector<float> float_workspace;  // the float32 first pass (cv2 filters, torch's float32 antialiased ones)
+  if (plan.two_passes() && (fin::is_cv2(plan.filter) || fin::is_aa_f32(plan.filter))) {
     const auto shape = fin::intermediate_shape(plan);
     const auto n = static_cast<index_t>(plan.batch * plan.channels * shape[0] * shape[1]);
-    cv2_workspace.assign(static_cast<size_t>(n), std::nanf(""));  // poison: every element must be written
+    float_workspace.assign(static_cast<size_t>(n), std::nanf(""));  // poison: every element must be written
     const fin::ResamplePass first = fin::first_pass(plan, image);
     for (int64_t t = 0; t < threads; ++t) {
-      fin::cv2_first_pass_thread<index_t>(first, cv2_workspace.data(), static_cast<index_t>(plan.channels),
-                                          static_cast<index_t>(shape[0]), static_cast<index_t>(shape[1]), n,
-                                          static_cast<index_t>(t), static_cast<index_t>(threads));
+      fin::float_first_pass_thread<index_t>(first, float_workspace.data(), static_cast<index_t>(plan.channels),
+                                            static_cast<index_t>(shape[0]), static_cast<index_t>(shape[1]), n,
+                                            static_cast<index_t>(t), static_cast<index_t>(threads));
     }
     strides = {plan.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
   } else if (plan.two_passes()) {
@@ -65,10 +64,10 @@ std::vector<float> run(const fin::ResizePlan& plan, const void* input, int64_t t
     src = workspace.data();
     strides = {plan.channels * shape[0] * shape[1], shape[0] * shape[1], shape[1], 1};
   }
-  const fin::ResampledSource<index_t> source(plan, fin::is_linear_f32(plan.filter) ? fin::linear_f32_pass(plan, input)
-                                                   : cv2_workspace.empty()
-                                                       ? fin::last_pass(plan, src, strides)
-                                                       : fin::cv2_last_pass(plan, cv2_workspace.data(), strides));
+  const fin::ResampledSource<index_t> source(
+      plan, fin::is_linear_f32(plan.filter) ? fin::linear_f32_pass(plan, input)
+            : float_workspace.empty()       ? fin::last_pass(plan, src, strides)
+                                            : fin::float_rows_last_pass(plan, float_workspace.data(), strides));
   const auto calc = fin::make_offset_calculator<index_t>(plan.layout);
   const std::vector<float> weight(static_cast<size_t>(plan.channels), 1.0f), bias(weight.size(), 0.0f);
   std::vector<float> out(static_cast<size_t>(plan.numel), -1.0f);
@@ -95,12 +94,16 @@ std::vector<float> run_cpu(const fin::ResizePlan& plan, const void* input, int64
   std::vector<float> cv2_band;
   for (int64_t y0 = 0; y0 < h; y0 += band_rows) {
     const int64_t rows = std::min(band_rows, h - y0);
-    const bool linear = fin::is_linear_f32(plan.filter);
-    if (fin::is_cv2(plan.filter) || linear) {  // the op's float32 band for OpenCV's cubic and torch's float bilinear
+    const bool linear = fin::is_linear_f32(plan.filter), aa = fin::is_aa_f32(plan.filter);
+    if (fin::is_cv2(plan.filter) || linear || aa) {  // the op's float32 band (OpenCV's cubic, torch's float filters)
       cv2_band.assign(static_cast<size_t>(C * rows * w), std::nanf(""));
       if (linear) {
         fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
           fin::linear_f32_canvas_band<cap>(plan, input, 0, y0, rows, cv2_band.data());
+        });
+      } else if (aa) {
+        fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
+          fin::aa_f32_canvas_band<cap>(plan, input, 0, y0, rows, cv2_band.data());
         });
       } else {
         fin::cv2_canvas_band(plan, image, 0, y0, rows, cv2_band.data());
@@ -163,8 +166,8 @@ int main(int argc, char** argv) {
   plan.out_w = a[5];
   plan.filter = static_cast<fin::ResampleFilter>(a[6]);
   plan.float_input = float_input;
-  if (float_input && !fin::is_linear_f32(plan.filter)) {
-    std::fprintf(stderr, "--float-input: the float32 filters (6, 7) only\n");
+  if (float_input && !fin::reads_float_input(plan.filter)) {
+    std::fprintf(stderr, "--float-input: torch's float32 filters (6 to 9) only\n");
     return 2;
   }
   const auto reference = static_cast<fin::ResampleReference>(a[7]);
