@@ -1113,6 +1113,19 @@ FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const void* inpu
   }
 }
 
+// out[x] = src[x] * weight (first) or out[x] + src[x] * weight, the product rounded on its own: torch's blocks of
+// rounded products (aa_f32_sum), a row at a time. Not a kernel of a capability: compiled without contraction, so no
+// FMA absorbs the product (a call per row, vectorized for the baseline ISA).
+FIN_NO_FP_CONTRACT_ATTR inline void add_rounded_products(float* __restrict out, const float* __restrict src,
+                                                         float weight, int64_t n, bool first) {
+  FIN_NO_FP_CONTRACT
+  if (first) {
+    for (int64_t x = 0; x < n; ++x) out[x] = src[x] * weight;
+    return;
+  }
+  for (int64_t x = 0; x < n; ++x) out[x] = out[x] + src[x] * weight;
+}
+
 // canvas_band for torch's float32 antialiased filters (float32 values, like cv2_canvas_band): where the height
 // changes, the band's horizontal-pass rows (the input rows its output rows read, for the crop's columns; the
 // crop's columns themselves where the width keeps its size) into scratch, then each output element's vertical sum;
@@ -1154,14 +1167,24 @@ FIN_CPU_KERNEL void aa_f32_canvas_band_of(const ResizePlan& p, const in_t* input
   for (int64_t c = 0; c < C; ++c) {
     for (int64_t r = 0; r < n; ++r) across(c, r0 + r, h.data() + (c * n + r) * w);
   }
+  // The vertical sums a row at a time: per tap, one loop over the row, so each element gets aa_f32_sum's operations
+  // in its order (the rounded products' blocks by add_rounded_products, the fused taps by the capability's fma).
   const int64_t taps = p.row_plan[PlanHeader::kTaps];
   for (int64_t y = 0; y < count; ++y) {
     const int32_t* bounds = p.row_plan + PlanHeader::kSize + 2 * (from + y);
     const int32_t* coeffs = p.row_plan + PlanHeader::kSize + 2 * p.out_h + taps * (from + y);
+    const int64_t n_taps = bounds[1], fused = aa_f32_fused_taps(n_taps);
     for (int64_t c = 0; c < C; ++c) {
-      const float* column = h.data() + (c * n + bounds[0] - r0) * w;
+      const float* rows_of = h.data() + (c * n + bounds[0] - r0) * w;
       float* out = to + c * plane + y * width;
-      for (int64_t x = 0; x < w; ++x) out[x] = aa_f32_sum(column + x, w, coeffs, bounds[1], fma);
+      if (n_taps == 0) std::fill(out, out + w, 0.0f);
+      for (int64_t j = 0; j < n_taps - fused; ++j)
+        add_rounded_products(out, rows_of + j * w, plan_weight(coeffs, j), w, j == 0);
+      for (int64_t j = n_taps - fused; j < n_taps; ++j) {
+        const float* row = rows_of + j * w;
+        const float weight = plan_weight(coeffs, j);
+        for (int64_t x = 0; x < w; ++x) out[x] = affine_on<cap>(row[x], weight, out[x]);
+      }
     }
   }
 }

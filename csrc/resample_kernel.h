@@ -523,6 +523,13 @@ FIN_NO_FP_CONTRACT_ATTR inline std::vector<int32_t> make_aa_f32_plan(int64_t in_
   return plan;
 }
 
+// How many of `count` taps torch sums fused, the last ones: those after tap 0 left over from the blocks of rounded
+// products (kBlock at a time, then one kTailBlock).
+FIN_HOST_DEVICE int64_t aa_f32_fused_taps(int64_t count) {
+  const int64_t rest = count > 1 ? (count - 1) % aa_f32::kBlock : 0;
+  return rest >= aa_f32::kTailBlock ? rest - aa_f32::kTailBlock : rest;
+}
+
 FIN_HOST_DEVICE float plan_weight(const int32_t* coeffs, int64_t j) {
   return bits_as_float(static_cast<uint32_t>(coeffs[j]));
 }
@@ -532,19 +539,11 @@ FIN_HOST_DEVICE float plan_weight(const int32_t* coeffs, int64_t j) {
 template <typename in_t, typename Fma = OneRounding>
 FIN_HOST_DEVICE float aa_f32_sum(const in_t* src, int64_t step, const int32_t* coeffs, int64_t count, Fma fma = {}) {
   if (count <= 0) return 0.0f;
+  const int64_t rounded = count - aa_f32_fused_taps(count);
   float sum = cv2_product(static_cast<float>(src[0]), plan_weight(coeffs, 0));
-  int64_t j = 1;
-  for (; count - j >= aa_f32::kBlock; j += aa_f32::kBlock) {
-    for (int64_t k = j; k < j + aa_f32::kBlock; ++k)
-      sum = sum + cv2_product(static_cast<float>(src[k * step]), plan_weight(coeffs, k));
-  }
-  if (count - j >= aa_f32::kTailBlock) {
-    for (int64_t k = j; k < j + aa_f32::kTailBlock; ++k) {
-      sum = sum + cv2_product(static_cast<float>(src[k * step]), plan_weight(coeffs, k));
-    }
-    j += aa_f32::kTailBlock;
-  }
-  for (; j < count; ++j) sum = fma(static_cast<float>(src[j * step]), plan_weight(coeffs, j), sum);
+  for (int64_t j = 1; j < rounded; ++j)
+    sum = sum + cv2_product(static_cast<float>(src[j * step]), plan_weight(coeffs, j));
+  for (int64_t j = rounded; j < count; ++j) sum = fma(static_cast<float>(src[j * step]), plan_weight(coeffs, j), sum);
   return sum;
 }
 

@@ -93,7 +93,7 @@ aarch64-linux-gnu-g++ -std=c++17 -O2 -Wall -Werror -Icsrc tests/cpp/resize_emula
 resize=$(FUSED_INPUT_NORM_RESIZE_EMULATOR="$build/resize_emulation" FUSED_INPUT_NORM_RESIZE_RUNNER="qemu-aarch64 -L $sysroot" \
   "$python" -m pytest -q -p no:cacheprovider tests/test_resize_emulation.py -k cpu_kernels 2>&1) \
   || { echo "$resize" | tail -30; exit 1; }
-echo "  resize_emulation --cpu (neon and default; bilinear, bicubic, lanczos, OpenCV's cubic, torch's bilinear_no_antialias and float32 bilinear): $(echo "$resize" | tail -1)"
+echo "  resize_emulation --cpu (neon and default; bilinear, bicubic, lanczos, OpenCV's cubic, torch's bilinear_no_antialias, float32 bilinear and float32 antialiased filters): $(echo "$resize" | tail -1)"
 total_passed=$((total_passed + $(echo "$resize" | tail -1 | grep -oE '^[0-9]+')))
 
 # Emulated instruction throughput: qemu translates each aarch64 instruction, so a time under it says how

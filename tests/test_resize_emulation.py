@@ -382,6 +382,14 @@ def test_emulated_and_cpu_kernels_equal_torch_float_antialiased(emulator, tmp_pa
         (astronaut[:, :, :1], (700, 77), False, (100, 3, 500, 70), (520, 80, 10, 6, 255)),
         (np.random.default_rng(1).normal(0, 100, (61, 83, 3)).astype(np.float32), (200, 41), True, None, ()),
         (np.random.default_rng(2).normal(0, 1e6, (90, 70, 4)).astype(np.float32), (33, 160), False, None, ()),
+        (np.random.default_rng(3).normal(0, 1, (50, 40, 3)).astype(np.float32), (50, 91), True, None, ()),  # width only
+        (
+            np.random.default_rng(4).normal(0, 1, (50, 40, 3)).astype(np.float32),
+            (7, 40),
+            False,
+            None,
+            (),
+        ),  # height only
     ]
     mode = {"bilinear_f32": "bilinear", "bicubic_f32": "bicubic"}[resample]
     expected = []
