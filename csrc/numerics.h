@@ -22,6 +22,16 @@
 #define FIN_DEVICE_PASS 1
 #endif
 
+// A host-device function the GPU compilers keep out of line: a rarely taken path of a kernel that inlines its
+// source many times (the affine's strided walker reads kStridedRun values a thread, for each output dtype), which
+// would otherwise carry a copy in every instantiation (torch's float32 antialiased filters' sums took the resize
+// kernels' nvcc time from 37 to 139 s of CPU).
+#if defined(FIN_GPU_COMPILER)
+#define FIN_HOST_DEVICE_OUTLINED __host__ __device__ __noinline__
+#else
+#define FIN_HOST_DEVICE_OUTLINED inline
+#endif
+
 #if defined(FIN_GPU_COMPILER) && !defined(__HIPCC__)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -712,7 +712,7 @@ struct ResamplePass {
   // Element (b, c, i, j) by torch's float32 antialiased filters, from `from` (uint8 or float32, this pass's
   // strides).
   template <typename in_t>
-  FIN_HOST_DEVICE float aa_f32_at(const in_t* from, int64_t b, int64_t c, int64_t i, int64_t j) const {
+  FIN_HOST_DEVICE_OUTLINED float aa_f32_at(const in_t* from, int64_t b, int64_t c, int64_t i, int64_t j) const {
     if (plan == nullptr) return static_cast<float>(from[copied(b, c, i, j)]);
     const Taps t = taps(b, c, i, j);
     return aa_f32_sum(from + t.offset, t.step, t.coeffs, t.count);

@@ -189,10 +189,8 @@ def test_torch_gives_every_row_the_first_rows_value_at_width_1(resample):
     """torch's quirk, which the engine does not reproduce: to an output width of 1, its vertical pass walks the rows
     as its innermost loop and reads the first row's taps for each, so every row is row 0. The engine computes each
     row (row 0 equal to torch's, the others to torch's resize of the transposed image within rounding), and the
-    generic path hands such a call back
-    to torch. If torch changes this, the first assert fails: serve width 1 then."""
-    from fused_input_norm import hf_primitives
-
+    generic path hands such a call back to torch (the next test). If torch changes this, the first assert fails:
+    serve width 1 then."""
     image = torch.from_numpy(np.random.default_rng(0).normal(0, 100, (1, 3, 51, 158)).astype(np.float32))
     expected = torch_resize(image, (39, 1), resample)
     assert bool((expected == expected[:, :, :1]).all())
@@ -202,7 +200,16 @@ def test_torch_gives_every_row_the_first_rows_value_at_width_1(resample):
     transposed = torch_resize(image.transpose(-1, -2), (1, 39), resample).transpose(-1, -2)
     assert float((got - transposed).abs().max()) < 1e-3
     assert int((got != expected).sum()) > 100
+
+
+@pytest.mark.parametrize("resample", FILTERS)
+def test_the_generic_path_hands_a_width_1_resize_back(resample):
+    """TorchvisionBackend.resize of float32 frames to width 1, antialiased: torch's own (its quirk above), said why."""
+    pytest.importorskip("torchvision", reason="transformers' TorchvisionBackend needs torchvision")
     image_utils = pytest.importorskip("transformers.image_utils")
+    from fused_input_norm import hf_primitives
+
+    image = torch.zeros(3, 51, 158)
     filter = getattr(image_utils.PILImageResampling, MODES[resample].upper())
-    reason = hf_primitives.torchvision_resize(image[0], image_utils.SizeDict(height=39, width=1), filter, True)
+    reason = hf_primitives.torchvision_resize(image, image_utils.SizeDict(height=39, width=1), filter, True)
     assert isinstance(reason, str) and "width 1" in reason, reason
