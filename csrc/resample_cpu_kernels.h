@@ -1128,9 +1128,9 @@ FIN_NO_FP_CONTRACT_ATTR inline void add_rounded_products(float* __restrict out, 
 
 // canvas_band for torch's float32 antialiased filters (float32 values, like cv2_canvas_band): where the height
 // changes, the band's horizontal-pass rows (the input rows its output rows read, for the crop's columns; the
-// crop's columns themselves where the width keeps its size) into scratch, then each output element's vertical sum;
-// otherwise the one pass straight into the band. Every value is aa_f32_sum, the GPU kernels' per-element sum, with
-// the capability's fma.
+// crop's columns themselves where the width keeps its size) into scratch, then the vertical sums a row at a time;
+// otherwise the one pass straight into the band. The horizontal values are aa_f32_sum, the GPU kernels' per-element
+// sum, with the capability's fma; the vertical ones the same operations in the same order per element.
 template <CpuCapability cap, typename in_t>
 FIN_CPU_KERNEL void aa_f32_canvas_band_of(const ResizePlan& p, const in_t* input, int64_t b, int64_t y0, int64_t rows,
                                           float* band) {
