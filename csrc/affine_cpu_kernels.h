@@ -363,6 +363,16 @@ FIN_CPU_KERNEL void affine_strided(const in_t* in, out_t* out, const float* weig
   }
 }
 
+// affine_strided as a function of the capability's code of its own, for callers that reach it from several
+// places (the resize's writers): inlined at each, the walker made every caller's function 100-250 KB of vector
+// code, and the resize's units the longest compiles of every build.
+template <CpuCapability capability, typename in_t, typename out_t>
+void affine_strided_outlined(const in_t* in, out_t* out, const float* weight, const float* bias,
+                             const StridedLayout& layout, int64_t begin, int64_t end) {
+  on_capability<capability>(
+      [&](auto cap) FIN_CPU_KERNEL_LAMBDA { affine_strided<cap>(in, out, weight, bias, layout, begin, end); });
+}
+
 template <typename in_t, typename out_t, typename Plan, typename ParallelFor>
 void affine_contiguous(const in_t* in, out_t* out, const float* weight, const float* bias, const Plan& plan,
                        const ParallelFor& parallel_for) {

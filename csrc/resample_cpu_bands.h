@@ -38,8 +38,8 @@ constexpr int64_t kSerialWork = 1 << 19;
 // (r, c) of side P is the output's slot r * (width / P) + c, [C][P][P]. Each tile's channel gets the band's
 // rows that fall in it, a contiguous run of its plane.
 template <CpuCapability cap, typename in_t, typename out_t>
-FIN_CPU_KERNEL void write_tile_rows(const in_t* band, int64_t y0, int64_t rows, int64_t width, int64_t C, int64_t P,
-                                    const float* weight, const float* bias, out_t* image_out) {
+void write_tile_rows(const in_t* band, int64_t y0, int64_t rows, int64_t width, int64_t C, int64_t P,
+                     const float* weight, const float* bias, out_t* image_out) {
   const int64_t columns = width / P;
   for (int64_t y = y0; y < y0 + rows;) {
     const int64_t tile_row = y / P, in_tile = y % P, n = std::min(y0 + rows, (tile_row + 1) * P) - y;
@@ -50,11 +50,39 @@ FIN_CPU_KERNEL void write_tile_rows(const in_t* band, int64_t y0, int64_t rows, 
       for (int64_t c = 0; c < C; ++c) {
         const in_t* from = band + (c * rows + y - y0) * width + column * P;
         out_t* to = image_out + ((tile_row * columns + column) * C + c) * P * P + in_tile * P;
-        affine_strided<cap>(from, to, weight + c, bias + c, run, int64_t{0}, n * P);
+        affine_strided_outlined<cap>(from, to, weight + c, bias + c, run, int64_t{0}, n * P);
       }
     }
     y += n;
   }
+}
+
+// The band of canvas rows [y0, y0 + rows) of frames [first_frame, first_frame + frames), resampled into the
+// task's buffer, frame t at t * frame_elems: bytes, or float32 for the cv2 filters, linear_f32 and torch's float32
+// antialiased filters. Its own function of the capability's code, made once per capability: inlined into the
+// writers, it was compiled again for each output dtype.
+template <CpuCapability capability>
+void resample_frames_band(const ResizePlan& p, const PairPlans* pairs, uint64_t call, const void* input,
+                          int64_t first_frame, int64_t frames, int64_t frame_elems, int64_t y0, int64_t rows,
+                          uint8_t* bytes, float* floats) {
+  if (is_cv2(p.filter)) {
+    for (int64_t t = 0; t < frames; ++t) {
+      cv2_canvas_band(p, static_cast<const uint8_t*>(input), first_frame + t, y0, rows, floats + t * frame_elems);
+    }
+    return;
+  }
+  on_capability<capability>([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
+    for (int64_t t = 0; t < frames; ++t) {
+      if (is_linear_f32(p.filter)) {
+        linear_f32_canvas_band<cap>(p, input, first_frame + t, y0, rows, floats + t * frame_elems);
+      } else if (is_aa_f32(p.filter)) {
+        aa_f32_canvas_band<cap>(p, input, first_frame + t, y0, rows, floats + t * frame_elems);
+      } else {
+        canvas_band<cap>(p, pairs, call, static_cast<const uint8_t*>(input), first_frame + t, t, y0, rows,
+                         bytes + t * frame_elems);
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -62,14 +90,13 @@ FIN_CPU_KERNEL void write_tile_rows(const in_t* band, int64_t y0, int64_t rows, 
 template <CpuCapability capability>
 void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& weight, const Tensor& bias,
                          const ResizePlan& p) {
-  const auto* in = static_cast<const uint8_t*>(input.const_data_ptr());
   const auto* w = static_cast<const float*>(weight.const_data_ptr());
   const auto* b = static_cast<const float*>(bias.const_data_ptr());
   // Bands, rows and the layout are the canvas's (the crop's without padding): canvas_band makes each band.
   const int64_t C = p.channels, h = p.canvas_h, width = p.canvas_w;
-  const bool patches = p.patch > 0, linear = is_linear_f32(p.filter), aa = is_aa_f32(p.filter);
+  const bool patches = p.patch > 0;
   // float32 bands: the cv2 filters', linear_f32's and torch's float32 antialiased filters'
-  const bool float_band = is_cv2(p.filter) || linear || aa;
+  const bool float_band = is_cv2(p.filter) || is_linear_f32(p.filter) || is_aa_f32(p.filter);
   // Tiles taller than a band (InternVL's 448, LLaVA-OneVision's 384, Llama 4's 336: patches (1, tile, 1)):
   // bands of kBandRows rows, each written straight into the tiles it crosses. A row of tiles as one band
   // (1.8 MB of bytes and 7 MB of float32 for 1344-wide 448 tiles) left L2 and made the tiles 1.2-1.7x the
@@ -120,92 +147,76 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
         std::vector<float>& float_buffer = scratch.cv2_band;
         if (float_band) {
           float_buffer.resize(static_cast<size_t>(frames * C * rows * width));
-          if (is_cv2(p.filter)) {
-            for (int64_t t = 0; t < frames; ++t) {
-              cv2_canvas_band(p, in, image * frames + t, y0, rows, float_buffer.data() + t * frame_elems);
-            }
-          }
         } else {
           buffer.resize(
               static_cast<size_t>(frames * C * rows * width + 16));  // + 16: cut_patch_rows_from_band_*'s loads
         }
+        resample_frames_band<capability>(p, pairs, call, input.const_data_ptr(), image * frames, frames, frame_elems,
+                                         y0, rows, buffer.data(), float_buffer.data());
         // The band, resampled, is the source of the affine's own strided walker (affine_cpu_kernels.h): bytes,
-        // or float32 for the cv2 filters and linear_f32.
-        on_capability<capability>([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
-          for (int64_t t = 0; t < frames && !float_band; ++t) {
-            canvas_band<cap>(p, pairs, call, in, image * frames + t, t, y0, rows, buffer.data() + t * frame_elems);
-          }
-          for (int64_t t = 0; t < frames && linear; ++t) {
-            linear_f32_canvas_band<cap>(p, input.const_data_ptr(), image * frames + t, y0, rows,
-                                        float_buffer.data() + t * frame_elems);
-          }
-          for (int64_t t = 0; t < frames && aa; ++t) {
-            aa_f32_canvas_band<cap>(p, input.const_data_ptr(), image * frames + t, y0, rows,
-                                    float_buffer.data() + t * frame_elems);
-          }
-          const auto write = [&](const auto* src) FIN_CPU_KERNEL_LAMBDA {
-            using band_t = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
-            // Whole bands are cut into patch rows by the writers: a still's T frames are one resampled frame (the
-            // first block copied), a clip's frame t is its own band, frame_stride on. A partial band (a crop
-            // height that is not a multiple of P m) takes the strided walker.
-            const bool whole_rows = patches && !tiles && rows == band_rows;
-            const int64_t frame_stride = p.clip ? frame_elems : 0;
-            bool cut = false;
+        // or float32 for the cv2 filters, linear_f32 and the float32 antialiased filters.
+        const auto write = [&](const auto* src) {
+          using band_t = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
+          // Whole bands are cut into patch rows by the writers: a still's T frames are one resampled frame (the
+          // first block copied), a clip's frame t is its own band, frame_stride on. A partial band (a crop
+          // height that is not a multiple of P m) takes the strided walker.
+          const bool whole_rows = patches && !tiles && rows == band_rows;
+          const int64_t frame_stride = p.clip ? frame_elems : 0;
+          bool cut = false;
 #if defined(FIN_X86)
-            if constexpr ((std::is_same_v<out_t, bfloat16_bits> || std::is_same_v<out_t, float>) &&
-                          std::is_same_v<band_t, uint8_t> &&
-                          (cap == CpuCapability::kAvx512 || cap == CpuCapability::kAvx2)) {
-              if (whole_rows && (p.patch == 14 || p.patch == 16)) {
-                using bits_t = std::conditional_t<std::is_same_v<out_t, float>, float, uint16_t>;
-                auto* to = reinterpret_cast<bits_t*>(y + (image * bands + band) * band_numel);
-                if constexpr (cap == CpuCapability::kAvx512) {
-                  cut_patch_rows_from_band_avx512(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
-                } else {
-                  cut_patch_rows_from_band_avx2(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
-                }
-                cut = true;
+          if constexpr ((std::is_same_v<out_t, bfloat16_bits> || std::is_same_v<out_t, float>) &&
+                        std::is_same_v<band_t, uint8_t> &&
+                        (capability == CpuCapability::kAvx512 || capability == CpuCapability::kAvx2)) {
+            if (whole_rows && (p.patch == 14 || p.patch == 16)) {
+              using bits_t = std::conditional_t<std::is_same_v<out_t, float>, float, uint16_t>;
+              auto* to = reinterpret_cast<bits_t*>(y + (image * bands + band) * band_numel);
+              if constexpr (capability == CpuCapability::kAvx512) {
+                cut_patch_rows_from_band_avx512(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
+              } else {
+                cut_patch_rows_from_band_avx2(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
               }
+              cut = true;
             }
-#endif
-            if (tiles) {
-              write_tile_rows<cap>(src, y0, rows, width, C, p.patch, w, b, y + image * C * h * width);
-            } else if (cut) {
-            } else if (whole_rows) {
-              // Each frame's and channel's band rows converted once, contiguously (the affine's vector loop over
-              // whole rows), then cut into patch rows: P-element runs copied.
-              const int64_t n = rows * width, one = 1;
-              StridedLayout row_run{};
-              build_strided_layout(1, &n, &one, -1, &row_run);
-              std::vector<unsigned char>& conv_bytes = scratch.converted;
-              conv_bytes.resize(static_cast<size_t>(frames * C * n) * sizeof(out_t));
-              auto* conv = reinterpret_cast<out_t*>(conv_bytes.data());
-              for (int64_t t = 0; t < frames; ++t) {
-                for (int64_t c = 0; c < C; ++c) {
-                  const int64_t at = t * frame_elems + c * n;
-                  affine_strided<cap>(src + at, conv + at, w + c, b + c, row_run, int64_t{0}, n);
-                }
-              }
-              cut_patch_rows(conv, width, C, p.patch, p.merge, p.temporal, frame_stride,
-                             y + (image * bands + band) * band_numel);
-            } else if (patches) {
-              affine_strided<cap>(src, y + (image * bands + band) * band_numel, w, b, band_layout, int64_t{0},
-                                  band_numel);
-            } else {
-              StridedLayout row_run{};
-              const int64_t n = rows * width, one = 1;
-              build_strided_layout(1, &n, &one, -1, &row_run);
-              for (int64_t c = 0; c < C; ++c) {
-                affine_strided<cap>(src + c * n, y + ((image * C + c) * h + y0) * width, w + c, b + c, row_run,
-                                    int64_t{0}, n);
-              }
-            }
-          };
-          if (float_band) {
-            write(static_cast<const float*>(float_buffer.data()));
-          } else {
-            write(static_cast<const uint8_t*>(buffer.data()));
           }
-        });
+#endif
+          if (tiles) {
+            write_tile_rows<capability>(src, y0, rows, width, C, p.patch, w, b, y + image * C * h * width);
+          } else if (cut) {
+          } else if (whole_rows) {
+            // Each frame's and channel's band rows converted once, contiguously (the affine's vector loop over
+            // whole rows), then cut into patch rows: P-element runs copied.
+            const int64_t n = rows * width, one = 1;
+            StridedLayout row_run{};
+            build_strided_layout(1, &n, &one, -1, &row_run);
+            std::vector<unsigned char>& conv_bytes = scratch.converted;
+            conv_bytes.resize(static_cast<size_t>(frames * C * n) * sizeof(out_t));
+            auto* conv = reinterpret_cast<out_t*>(conv_bytes.data());
+            for (int64_t t = 0; t < frames; ++t) {
+              for (int64_t c = 0; c < C; ++c) {
+                const int64_t at = t * frame_elems + c * n;
+                affine_strided_outlined<capability>(src + at, conv + at, w + c, b + c, row_run, int64_t{0}, n);
+              }
+            }
+            cut_patch_rows(conv, width, C, p.patch, p.merge, p.temporal, frame_stride,
+                           y + (image * bands + band) * band_numel);
+          } else if (patches) {
+            affine_strided_outlined<capability>(src, y + (image * bands + band) * band_numel, w, b, band_layout,
+                                                int64_t{0}, band_numel);
+          } else {
+            StridedLayout row_run{};
+            const int64_t n = rows * width, one = 1;
+            build_strided_layout(1, &n, &one, -1, &row_run);
+            for (int64_t c = 0; c < C; ++c) {
+              affine_strided_outlined<capability>(src + c * n, y + ((image * C + c) * h + y0) * width, w + c, b + c,
+                                                  row_run, int64_t{0}, n);
+            }
+          }
+        };
+        if (float_band) {
+          write(static_cast<const float*>(float_buffer.data()));
+        } else {
+          write(static_cast<const uint8_t*>(buffer.data()));
+        }
       }
       release_large_scratch();
     });
