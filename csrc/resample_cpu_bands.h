@@ -73,10 +73,8 @@ void resample_frames_band(const ResizePlan& p, const PairPlans* pairs, uint64_t 
   }
   on_capability<capability>([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
     for (int64_t t = 0; t < frames; ++t) {
-      if (is_linear_f32(p.filter)) {
-        linear_f32_canvas_band<cap>(p, input, first_frame + t, y0, rows, floats + t * frame_elems);
-      } else if (is_aa_f32(p.filter)) {
-        aa_f32_canvas_band<cap>(p, input, first_frame + t, y0, rows, floats + t * frame_elems);
+      if (is_linear_f32(p.filter) || is_aa_f32(p.filter)) {
+        torch_float_canvas_band<cap>(p, input, first_frame + t, y0, rows, floats + t * frame_elems);
       } else {
         canvas_band<cap>(p, pairs, call, static_cast<const uint8_t*>(input), first_frame + t, t, y0, rows,
                          bytes + t * frame_elems);

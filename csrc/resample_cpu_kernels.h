@@ -895,7 +895,7 @@ FIN_NO_FP_CONTRACT_ATTR inline void cv2_float_band(const ResizePlan& p, const ui
   }
 }
 
-// A float32 band of the canvas (cv2_canvas_band's, linear_f32_canvas_band's): filled with the fill byte where it
+// A float32 band of the canvas (cv2_canvas_band's, torch_float_canvas_band's): filled with the fill byte where it
 // holds padding; then the crop's resized rows [from, from + count) of image b (`image`: its first element) go to
 // `to` (row y, channel c at to + c * rows * canvas_w + y * canvas_w); count 0 where the band holds none of them.
 template <typename in_t>
@@ -1101,18 +1101,6 @@ FIN_CPU_KERNEL void linear_f32_canvas_band_of(const ResizePlan& p, const in_t* i
   }
 }
 
-// linear_f32_canvas_band_of for the input's first element, uint8 or float32 as p.float_input says (as
-// linear_f32_pass takes it).
-template <CpuCapability cap>
-FIN_CPU_KERNEL void linear_f32_canvas_band(const ResizePlan& p, const void* input, int64_t b, int64_t y0, int64_t rows,
-                                           float* band) {
-  if (p.float_input) {
-    linear_f32_canvas_band_of<cap>(p, static_cast<const float*>(input), b, y0, rows, band);
-  } else {
-    linear_f32_canvas_band_of<cap>(p, static_cast<const uint8_t*>(input), b, y0, rows, band);
-  }
-}
-
 // out[x] = src[x] * weight (first) or out[x] + src[x] * weight, the product rounded on its own: torch's blocks of
 // rounded products (aa_f32_sum), a row at a time. Not a kernel of a capability: compiled without contraction, so no
 // FMA absorbs the product (a call per row, vectorized for the baseline ISA).
@@ -1189,14 +1177,22 @@ FIN_CPU_KERNEL void aa_f32_canvas_band_of(const ResizePlan& p, const in_t* input
   }
 }
 
-// aa_f32_canvas_band_of for the input's first element, uint8 or float32 as p.float_input says.
+// The float32 band of torch's float filters (linear_f32, and the float32 antialiased filters), for the input's
+// first element, uint8 or float32 as p.float_input says (as the GPU passes take it).
 template <CpuCapability cap>
-FIN_CPU_KERNEL void aa_f32_canvas_band(const ResizePlan& p, const void* input, int64_t b, int64_t y0, int64_t rows,
-                                       float* band) {
+FIN_CPU_KERNEL void torch_float_canvas_band(const ResizePlan& p, const void* input, int64_t b, int64_t y0, int64_t rows,
+                                            float* band) {
+  const auto of = [&](const auto* typed) FIN_CPU_KERNEL_LAMBDA {
+    if (is_linear_f32(p.filter)) {
+      linear_f32_canvas_band_of<cap>(p, typed, b, y0, rows, band);
+    } else {
+      aa_f32_canvas_band_of<cap>(p, typed, b, y0, rows, band);
+    }
+  };
   if (p.float_input) {
-    aa_f32_canvas_band_of<cap>(p, static_cast<const float*>(input), b, y0, rows, band);
+    of(static_cast<const float*>(input));
   } else {
-    aa_f32_canvas_band_of<cap>(p, static_cast<const uint8_t*>(input), b, y0, rows, band);
+    of(static_cast<const uint8_t*>(input));
   }
 }
 

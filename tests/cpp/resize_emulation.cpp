@@ -97,13 +97,9 @@ std::vector<float> run_cpu(const fin::ResizePlan& plan, const void* input, int64
     const bool linear = fin::is_linear_f32(plan.filter), aa = fin::is_aa_f32(plan.filter);
     if (fin::is_cv2(plan.filter) || linear || aa) {  // the op's float32 band (OpenCV's cubic, torch's float filters)
       cv2_band.assign(static_cast<size_t>(C * rows * w), std::nanf(""));
-      if (linear) {
+      if (linear || aa) {
         fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
-          fin::linear_f32_canvas_band<cap>(plan, input, 0, y0, rows, cv2_band.data());
-        });
-      } else if (aa) {
-        fin::with_cpu_capability([&](auto cap) FIN_CPU_KERNEL_LAMBDA {
-          fin::aa_f32_canvas_band<cap>(plan, input, 0, y0, rows, cv2_band.data());
+          fin::torch_float_canvas_band<cap>(plan, input, 0, y0, rows, cv2_band.data());
         });
       } else {
         fin::cv2_canvas_band(plan, image, 0, y0, rows, cv2_band.data());
