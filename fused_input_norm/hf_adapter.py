@@ -51,7 +51,7 @@ logger = logging.getLogger(__name__)
 _NO_EFFECT = {"disable_grouping", "default_to_square", "image_seq_length"}
 # Kwargs that must be off (None or False) to be reproduced, unless the processor's family reads them (they are
 # then in its config, not left over).
-_OFF = ("do_center_crop", "crop_size", "do_pad", "pad_size", "input_data_format")
+_OFF = ("do_center_crop", "crop_size", "do_pad", "pad_size")
 # How many processors (distinct resolved configs x devices) one adapter keeps: a server sees one or a few
 # (float32 and uint8 output, a per-request max_pixels); more are rebuilt on demand rather than kept forever.
 MAX_PROCESSORS = 8
@@ -285,6 +285,15 @@ class FusedHFImageProcessor(_Adapter):
             return "no images"
         if any(not _is_image(image) for image in flat):
             return "an image that is not a PIL image, an array or a tensor (nested lists, URLs, paths)"
+        layout = kwargs.get("input_data_format", getattr(self.upstream, "input_data_format", None))
+        layout = getattr(layout, "value", layout)  # transformers' ChannelDimension or its string
+        if layout is not None:
+            reason = _unsupported_layout(flat, layout)
+            if reason is not None:
+                return reason
+            if layout == "channels_last":
+                images = _nested_map(images, _channels_last_to_first)
+                flat = _flat(images)
         family = families.FAMILIES[configs.kind_of({"image_processor_type": type(self.upstream).__name__})]
         if hasattr(family, "samples") and sum(family.samples(images, "")) != _image_count(flat):
             return "4-D batches, which its processor counts as one image each"
@@ -319,6 +328,7 @@ class FusedHFImageProcessor(_Adapter):
         if return_tensors not in (None, "pt"):
             return f"return_tensors={return_tensors!r} (only 'pt' is served)"
         device = rest.pop("device", None)
+        rest.pop("input_data_format", None)  # read above
         data_format = rest.pop("data_format", None)
         if data_format not in (None, "channels_first") and getattr(data_format, "value", None) != "channels_first":
             return f"data_format={data_format!r}"
@@ -473,6 +483,30 @@ def _array_with_alpha(image: Any) -> bool:
     if not isinstance(image, np.ndarray | torch.Tensor) or image.ndim not in (3, 4):
         return False
     return image.shape[-1] in (2, 4) or image.shape[-3] in (2, 4)
+
+
+def _unsupported_layout(flat: list, layout: object) -> str | None:
+    """Why a call's input_data_format is not served, or None. transformers reads it for the arrays and tensors of
+    3 or more dims (a PIL image is [H, W, C] and a 2-D array one channel whatever it says); FusedImageProcessor
+    finds the channel axis as transformers' inference does (the first of 1, 3 or 4, else the last), which is the
+    named axis where that axis has 1, 3 or 4 channels."""
+    if layout not in ("channels_first", "channels_last"):
+        return f"input_data_format={layout!r}"
+    axis = -3 if layout == "channels_first" else -1
+    for image in flat:
+        if isinstance(image, np.ndarray | torch.Tensor) and image.ndim >= 3 and image.shape[axis] not in (1, 3, 4):
+            return f"input_data_format={layout!r} with {image.shape[axis]} channels (shape {tuple(image.shape)})"
+    return None
+
+
+def _channels_last_to_first(image: Any) -> Any:
+    """An array or tensor of 3 or more dims laid out [..., H, W, C] as a [..., C, H, W] view (a torch tensor, no
+    copy); anything else as it is."""
+    if isinstance(image, np.ndarray) and image.ndim >= 3:
+        image = torch.from_numpy(np.ascontiguousarray(image) if min(image.strides) < 0 else image)
+    if isinstance(image, torch.Tensor) and image.ndim >= 3:
+        return image.movedim(-1, -3)
+    return image
 
 
 def _nested_map(images: Any, function: Callable[[Any], Any]) -> Any:

@@ -106,6 +106,49 @@ def test_every_family_in_the_registry_is_served_as_transformers_computes_it(monk
     assert torch.equal(pv, ref) if pv.dtype == torch.uint8 else float((pv - ref).abs().max()) <= 1e-6
 
 
+@pytest.mark.parametrize("backend", ["", "Pil"])
+@pytest.mark.parametrize("channels", [3, 4])
+@pytest.mark.parametrize("layout", ["channels_last", "channels_first", "enum"])
+def test_input_data_format_is_served_as_transformers_reads_it(monkeypatch, backend, channels, layout):
+    """transformers' own test_call_numpy_4_channels: arrays and tensors laid out as input_data_format says
+    (4 channels with do_convert_rgb off and four means), served, not handed back, except 4 channels on the PIL
+    backend: Pillow resizes RGBA premultiplied by alpha (the plain resize served them before, 1.98 off).
+    Shapes where inference alone finds the other axis: a 4x3x3 or 3x4x3 image read channels-first by it."""
+    from transformers.image_utils import ChannelDimension
+
+    theirs = getattr(pytest.importorskip("transformers.models.clip"), "CLIPImageProcessor" + backend)()
+    ours = FusedHFImageProcessor(theirs)
+    rng = np.random.default_rng(5)
+    last = [rng.integers(0, 256, (h, w, channels), dtype=np.uint8) for h, w in [(37, 50), (4, 3), (3, 4)]]
+    given = last if layout != "channels_first" else [np.moveaxis(a, -1, 0) for a in last]
+    given = [*given[:2], torch.from_numpy(given[2])]
+    layout_kwarg = ChannelDimension.LAST if layout == "enum" else layout
+    kwargs = {"input_data_format": layout_kwarg, "return_tensors": "pt"}
+    if channels == 4:
+        kwargs |= {"do_convert_rgb": False, "image_mean": [0.1, 0.2, 0.3, 0.4], "image_std": [0.5, 0.6, 0.7, 0.8]}
+    expected = theirs(given, **kwargs)
+    pil_alpha = backend == "Pil" and channels == 4  # Pillow resizes RGBA premultiplied: transformers answers
+    if not pil_alpha:
+        _forbid_upstream_preprocess(monkeypatch, ours)
+    pv, ref = ours(given, **kwargs)["pixel_values"], expected["pixel_values"]
+    assert pv.shape == ref.shape == (3, channels, 224, 224)
+    assert float((pv - ref).abs().max()) <= 1e-6
+    assert any("premultiplied" in reason for reason in ours._logged) == pil_alpha
+
+
+def test_input_data_format_that_names_an_axis_without_1_3_or_4_channels_is_handed_back(caplog):
+    theirs = pytest.importorskip("transformers.models.clip").CLIPImageProcessor()
+    ours = FusedHFImageProcessor(theirs)
+    image = np.random.default_rng(6).integers(0, 256, (3, 40, 2), dtype=np.uint8)  # "last": 2 channels
+    with caplog.at_level(logging.INFO):
+        with pytest.raises(Exception) as ours_error:
+            ours(image, input_data_format="channels_last", return_tensors="pt")
+    with pytest.raises(Exception) as theirs_error:
+        theirs(image, input_data_format="channels_last", return_tensors="pt")
+    assert type(ours_error.value) is type(theirs_error.value)
+    assert any("input_data_format='channels_last' with 2 channels" in r.getMessage() for r in caplog.records)
+
+
 # ----- videos -----
 
 

@@ -657,6 +657,18 @@ def test_pil_transparency_without_convert_rgb_is_taken_as_stored(record_property
     assert_matches(processor(image), expected, record_property, "RGB + transparency key, convert off")
 
 
+def test_rgba_without_convert_rgb_is_refused_for_pillow_and_served_for_torchvision():
+    """Pillow resizes RGBA premultiplied by alpha (transformers' PIL backend too); torchvision per channel."""
+    config = {**CONFIGS["siglip-384"], "do_convert_rgb": False, "image_mean": [0.5] * 4, "image_std": [0.5] * 4}
+    rgba = np.random.default_rng(7).integers(0, 256, (60, 80, 4), dtype=np.uint8)
+    pil = FusedImageProcessor.from_preprocessor_config(config, device="cpu", reference="pil")
+    with pytest.raises(ValueError, match="premultiplied by their alpha"):
+        pil(rgba)
+    ours = FusedImageProcessor.from_preprocessor_config(config, device="cpu", reference="torchvision")(rgba)
+    expected = hf_processor(config, "torchvision", SIGLIP)(rgba, return_tensors="pt")
+    assert float((ours["pixel_values"] - expected["pixel_values"]).abs().max()) <= 1e-6
+
+
 def test_unimplemented_keys_are_refused():
     with pytest.raises(ValueError, match="do_pad is not implemented"):
         FusedImageProcessor.from_preprocessor_config({**CONFIGS["siglip-384"], "do_pad": True})
