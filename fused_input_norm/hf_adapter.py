@@ -500,10 +500,10 @@ def _unsupported_layout(flat: list, layout: object) -> str | None:
 
 
 def _channels_last_to_first(image: Any) -> Any:
-    """An array or tensor of 3 or more dims laid out [..., H, W, C] as a [..., C, H, W] view (a torch tensor, no
-    copy); anything else as it is."""
+    """An array or tensor of 3 or more dims laid out [..., H, W, C] as a [..., C, H, W] view of the same type (no
+    copy: FusedImageProcessor's intake reads the strides); anything else as it is."""
     if isinstance(image, np.ndarray) and image.ndim >= 3:
-        image = torch.from_numpy(np.ascontiguousarray(image) if min(image.strides) < 0 else image)
+        return np.moveaxis(image, -1, -3)
     if isinstance(image, torch.Tensor) and image.ndim >= 3:
         return image.movedim(-1, -3)
     return image

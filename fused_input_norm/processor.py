@@ -140,6 +140,13 @@ class FusedImageProcessor:
             check_visual_dtype(_WHERE, visual_dtype)
         if isinstance(images, torch.Tensor):  # a batch: checked before it is split into images
             check_strided(_WHERE, "images", images)
+        if self.reference == "pil" and not s.do_convert_rgb and self.norm.channel in (2, 4):
+            # Pillow resizes an LA or RGBA image premultiplied by its alpha, and so does transformers' PIL
+            # backend (it resizes through Pillow): a different sum from the resize's plain one per channel.
+            raise ValueError(
+                f"{_WHERE}: {self.norm.channel} channels with do_convert_rgb off and reference='pil': Pillow "
+                f"resizes them premultiplied by their alpha, which is not implemented"
+            )
         items = intake.as_list(images, _WHERE)
         family = families.FAMILIES[s.kind]
         count_samples = getattr(family, "samples", intake.samples)  # how its processor counts samples
@@ -148,13 +155,6 @@ class FusedImageProcessor:
             if isinstance(item, torch.Tensor):
                 check_strided(_WHERE, image_name(i, len(items)), item)
         decoded = intake.decode_all(items, self.device, s.do_convert_rgb, self.norm.channel, _WHERE, self.decoder)
-        if self.reference == "pil" and not s.do_convert_rgb and self.norm.channel in (2, 4):
-            # Pillow resizes an LA or RGBA image premultiplied by its alpha, and so does transformers' PIL
-            # backend (it resizes through Pillow): a different sum from the resize's plain one per channel.
-            raise ValueError(
-                f"{_WHERE}: {self.norm.channel} channels with do_convert_rgb off and reference='pil': Pillow "
-                f"resizes them premultiplied by their alpha, which is not implemented"
-            )
         shapes = [image.shape[-2:] for image, _ in decoded]
         by_reference = {"reference": self.reference} if getattr(family, "BY_REFERENCE", False) else {}
         by_sample = () if samples is None else (samples,)
