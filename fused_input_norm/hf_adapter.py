@@ -19,7 +19,9 @@ grow it without bound; a dropped config is rebuilt on its next call (a few hundr
 
 For a processor no family reproduces, FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor (the generic
 path) run upstream's own preprocess with only transformers' backend primitives replaced (hf_primitives);
-stand_in, which both engine plugins call, falls back to them where no family stands in.
+stand_in, which both engine plugins call, falls back to them where no family stands in. A family adapter's call
+that its family does not reproduce goes to the generic path too, where upstream's class is on a backend it
+serves (one log line per reason), and to upstream only where it is not.
 
 Imports transformers only when called: importing this module never does.
 """
@@ -104,7 +106,7 @@ class _Adapter:
     _OWN, and __getattribute__ sends every other name to upstream, so upstream's class attributes (inherited
     here) never hide the values upstream's instance holds."""
 
-    _OWN = frozenset({"upstream", "reference", "_processors", "_logged", "_log"})
+    _OWN = frozenset({"upstream", "reference", "_processors", "_logged", "_log", "_generic"})
     # The upstream class this subclass stands in for; None on the adapter classes themselves.
     _upstream_class: type | None = None
     # Names an adapter answers itself (its own state, its classes' methods, dunders); set per adapter class.
@@ -177,6 +179,7 @@ class _Adapter:
         # and upstream's class, then given this adapter's own state (upstream included).
         adapter_class = next(k for k in type(self).__mro__ if "_upstream_class" not in vars(k))
         state = dict(object.__getattribute__(self, "__dict__"))
+        state.pop("_generic", None)  # made again on first use
         return (_rebuild, (adapter_class, type(self)._upstream_class), state)
 
     def __setstate__(self, state: dict) -> None:
@@ -184,12 +187,37 @@ class _Adapter:
 
     def _handed_back(self, reason: str) -> None:
         """Logs why transformers serves a call, once per reason (at most MAX_LOGGED_REASONS of them)."""
+        self._log_once(reason, f"transformers' {type(self.upstream).__name__} serves this call")
+
+    def _to_generic_path(self, reason: str) -> None:
+        """Logs why a family adapter's call goes to the generic path, once per reason (shared with _handed_back's)."""
+        self._log_once(
+            reason,
+            f"the generic path serves this call (transformers' {type(self.upstream).__name__} with the package's "
+            "primitives)",
+        )
+
+    def _log_once(self, reason: str, who: str) -> None:
         if reason in self._logged or len(self._logged) > MAX_LOGGED_REASONS:
             return
         self._logged.add(reason)
         if len(self._logged) > MAX_LOGGED_REASONS:
             reason = f"{reason} (further reasons are not logged: {MAX_LOGGED_REASONS} already were)"
-        self._log.info("fused_input_norm: transformers' %s serves this call: %s", type(self.upstream).__name__, reason)
+        self._log.info("fused_input_norm: %s: %s", who, reason)
+
+    def _generic_path(self) -> "_GenericAdapter | None":
+        """Where a family adapter's call that its family does not reproduce goes: the generic adapter around the
+        same upstream (made on first use, then kept), which runs upstream's own code with the package's exact
+        primitives; None where upstream's class is on no backend the generic path serves (upstream answers)."""
+        state = object.__getattribute__(self, "__dict__")
+        if "_generic" not in state:
+            generic = next((g for family, g in GENERIC.items() if isinstance(self, family)), None)
+            if generic is not None and unsupported_generic(self.upstream) is None:
+                generic = generic(self.upstream, self._log)
+            else:
+                generic = None
+            state["_generic"] = generic
+        return state["_generic"]
 
 
 # One stand-in subclass per (adapter class, upstream class), kept for the process: there are as many as
@@ -272,6 +300,10 @@ class FusedHFImageProcessor(_Adapter):
     def preprocess(self, images: Any, *args: Any, **kwargs: Any) -> Any:
         served = self._serve(images, args, kwargs)
         if isinstance(served, str):
+            generic = self._generic_path()
+            if generic is not None:  # upstream's own code, with the exact primitives: equal by construction
+                self._to_generic_path(served)
+                return generic.preprocess(images, *args, **kwargs)
             self._handed_back(served)
             return self.upstream.preprocess(images, *args, **kwargs)
         return served
@@ -594,6 +626,10 @@ class FusedHFVideoProcessor(_Adapter):
     def _preprocess(self, videos: list, **kwargs: Any) -> Any:
         served = self._serve(videos, kwargs)
         if isinstance(served, str):
+            generic = self._generic_path()
+            if generic is not None:  # upstream's _preprocess, with the exact primitives
+                self._to_generic_path(served)
+                return generic._preprocess(videos, **kwargs)
             self._handed_back(served)
             return type(self.upstream)._preprocess(self.upstream, videos, **kwargs)
         if "cap_pixels_per_frame" in kwargs and kwargs["cap_pixels_per_frame"] is None:

@@ -103,7 +103,8 @@ def _torchvision_filter(resample: object) -> str:
         mode = resample
     name = _FILTERS.get(getattr(mode, "name", None))
     if name is None:
-        return f"resample={resample!r} (served: bilinear, bicubic, lanczos)"
+        named = f" ({mode.name.lower()})" if isinstance(getattr(mode, "name", None), str) else ""
+        return f"resample={resample!r}{named} (served: bilinear, bicubic, lanczos)"
     if name == "lanczos" and not is_torchvision_greater_or_equal("0.27"):
         return "LANCZOS before torchvision 0.27 (transformers resizes with BICUBIC then)"
     return name
@@ -237,7 +238,11 @@ def pil_resize(image: object, size: object, resample: object, reducing_gap: obje
         resample = 2  # the backend's default, BILINEAR
     name = _PIL_FILTERS.get(resample) if isinstance(resample, int) else None
     if name is None:
-        return f"resample={resample!r} (served: BILINEAR, BICUBIC, LANCZOS)"
+        from PIL import Image
+
+        known = isinstance(resample, int) and resample in set(Image.Resampling)
+        named = f" ({Image.Resampling(resample).name.lower()})" if known else ""
+        return f"resample={resample!r}{named} (served: BILINEAR, BICUBIC, LANCZOS)"
     new_size = _checked_size(_output_size(size, *image.shape[1:]))
     if isinstance(new_size, str):
         return new_size

@@ -65,6 +65,18 @@ def forbid_upstream(monkeypatch, adapter) -> None:
     monkeypatch.setattr(adapter.upstream, "_preprocess", refuse)
 
 
+def forbid_backend_resize(monkeypatch) -> None:
+    """transformers' backends resizing fails the test: every resize of a call on the generic path (upstream's own
+    code) is then the package's primitive."""
+    from transformers.image_processing_backends import PilBackend, TorchvisionBackend
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("transformers' backend resized: the generic path handed a resize back")
+
+    for backend in (TorchvisionBackend, PilBackend):
+        monkeypatch.setattr(backend, "resize", refuse)
+
+
 def assert_same(got, expected, label: str) -> str:
     """Every key transformers returns, with its type, shape and dtype; float32 tensors within 1e-6, every other
     output (uint8 or bfloat16 pixels, integer sizes and counts, lists) equal. Prints and returns the equality

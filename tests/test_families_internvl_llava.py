@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import RecordOps
-from family_checks import as_input, assert_same, forbid_upstream, photo
+from family_checks import as_input, assert_same, forbid_backend_resize, forbid_upstream, photo
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm.families import got_ocr2, llava_onevision
@@ -422,17 +422,39 @@ def test_llava_nested_single_images_are_served(monkeypatch, backend):
 
 
 @pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
-def test_llava_multi_image_calls_it_does_not_reproduce_go_to_transformers(backend):
-    """A call's image_mean (the padding reads the instance's) and do_resize off (squares of several sizes)."""
+def test_llava_multi_image_calls_the_family_does_not_reproduce_go_to_the_generic_path(monkeypatch, backend):
+    """A call's image_mean (the padding reads the instance's) and do_resize off (squares of several sizes): the
+    family refuses them, and transformers' own code runs them with the package's resizes."""
     call = multi_image_calls(backend)["two"]
     ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**LLAVA_OV_HF))
     expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(call, return_tensors="pt", image_mean=[0.1, 0.2, 0.3])
+    no_resize = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(call, do_resize=False)
+    forbid_backend_resize(monkeypatch)
     assert_same(ours(call, return_tensors="pt", image_mean=[0.1, 0.2, 0.3]), expected, "llava multi mean")
     assert any("a call's image_mean" in reason for reason in ours._logged)
-    expected = LLAVA_BACKENDS[backend](**LLAVA_OV_HF)(call, do_resize=False)
     got = ours(call, do_resize=False)
-    assert [np.asarray(v).shape for v in got["pixel_values"]] == [np.asarray(v).shape for v in expected["pixel_values"]]
+    assert [np.asarray(v).shape for v in got["pixel_values"]] == [
+        np.asarray(v).shape for v in no_resize["pixel_values"]
+    ]
+    for mine, theirs in zip(got["pixel_values"], no_resize["pixel_values"], strict=True):
+        np.testing.assert_allclose(np.asarray(mine), np.asarray(theirs), rtol=0, atol=1e-6)
     assert any("without do_resize" in reason for reason in ours._logged)
+
+
+@pytest.mark.parametrize("uint8", [False, True], ids=["float32", "uint8"])
+@pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))
+def test_llava_pinpoints_that_are_not_whole_tiles_are_served_by_the_generic_path(monkeypatch, backend, uint8):
+    """Pinpoints that are not whole tiles of size (transformers resizes the partial edge tiles; the family's
+    layout has no such tile): transformers' own code with the package's resizes, every value equal."""
+    config = {**LLAVA_OV_HF, "size": {"height": 96, "width": 96}}
+    config["image_grid_pinpoints"] = [[96, 144], [144, 96], [120, 120], [192, 240]]
+    kwargs = {"return_tensors": "pt"} | ({"do_rescale": False, "do_normalize": False} if uint8 else {})
+    call = [as_input(backend, hwc) for hwc in llava_photos().values()]
+    expected = LLAVA_BACKENDS[backend](**config)(call, **kwargs)
+    ours = FusedHFImageProcessor(LLAVA_BACKENDS[backend](**config))
+    forbid_backend_resize(monkeypatch)
+    assert_same(ours(call, **kwargs), expected, f"llava pinpoints not tiles {backend}")
+    assert any("is not whole tiles of 96" in reason for reason in ours._logged), ours._logged
 
 
 @pytest.mark.parametrize("backend", list(LLAVA_BACKENDS))

@@ -49,14 +49,30 @@ def test_same_batch_feature_as_transformers(kwargs):
     _assert_same(got, expected)
 
 
-def test_calls_it_does_not_reproduce_go_to_transformers(caplog):
+def test_calls_its_family_does_not_reproduce_go_to_the_generic_path(monkeypatch, caplog):
+    """A call the family refuses runs upstream's own code with the exact primitives (the generic path); a
+    primitive that does not serve its step (nearest) leaves that step to transformers' backend."""
+    from transformers.image_processing_backends import TorchvisionBackend
+
     ours, theirs = FusedHFImageProcessor(upstream()), upstream()
+    backend_resize = []
+    monkeypatch.setattr(
+        TorchvisionBackend,
+        "resize",
+        lambda self, *a, _resize=TorchvisionBackend.resize, **k: backend_resize.append(1) or _resize(self, *a, **k),
+    )
     with caplog.at_level(logging.INFO):
         for kwargs in ({"resample": 0}, {"do_rescale": True, "do_normalize": False}):
             got, expected = ours(images()[:2], **kwargs), theirs(images()[:2], **kwargs)
             assert torch.equal(got["pixel_values"], expected["pixel_values"])
+            assert torch.equal(got["image_grid_thw"], expected["image_grid_thw"])
     said = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
-    assert len(said) == 2 and "nearest" in said[0] and "do_rescale and do_normalize differ" in said[1]
+    assert len(said) == 3, said
+    assert "the generic path serves this call" in said[0] and "nearest" in said[0]
+    assert "transformers' Qwen2VLImageProcessor serves this call: resize: resample=0" in said[1]
+    assert "the generic path serves this call" in said[2] and "do_rescale and do_normalize differ" in said[2]
+    # transformers' resize ran for the nearest call only: both images on each side (ours, theirs), then theirs
+    assert len(backend_resize) == 6, backend_resize
 
 
 def test_upstream_attributes_and_refusals():

@@ -225,3 +225,26 @@ def test_sampling_is_refused_by_name_outside_the_adapter(kind):
     ours = FusedVideoProcessor.from_preprocessor_config(config_of(kind), device="cpu")
     with pytest.raises(ValueError, match="frame sampling is not implemented"):
         ours([clip(4)], do_sample_frames=True, num_frames=2, video_metadata=[{"total_num_frames": 4, "fps": 2.0}])
+
+
+@pytest.mark.parametrize("kind", ["internvl", "llava_next_video"])
+def test_rgba_frames_go_to_the_generic_path_with_the_package_resizes(monkeypatch, caplog, kind):
+    """RGBA frames: transformers composites them on white into float32 frames, which the family (uint8 frames)
+    does not take; the generic path runs transformers' own _preprocess on them with the package's float32
+    bicubic, every resize its own, every value within 1e-6 of transformers'."""
+    import logging
+
+    from family_checks import forbid_backend_resize
+
+    alpha = np.linspace(0, 255, 121 * 179, dtype=np.float64).reshape(121, 179, 1).astype(np.uint8)
+    frames = clip(3)
+    rgba = [np.concatenate([frames, np.broadcast_to(alpha, (*frames.shape[:-1], 1))], axis=-1)]
+    kwargs = {"return_tensors": "pt", "input_data_format": "channels_last"}
+    want = CLASSES[kind](**CHECKPOINTS[kind])(rgba, **kwargs)
+    ours = FusedHFVideoProcessor(CLASSES[kind](**CHECKPOINTS[kind]))
+    forbid_backend_resize(monkeypatch)
+    with caplog.at_level(logging.INFO):
+        got = ours(rgba, **kwargs)
+    assert_same(dict(got), dict(want), f"{kind} rgba frames")
+    said = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
+    assert said and all("the generic path serves this call" in line for line in said), said
