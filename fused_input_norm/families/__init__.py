@@ -18,6 +18,7 @@ from . import (
     h2ovl,
     idefics3,
     internvl_chat,
+    lfm2_vl,
     llama4,
     llava_next,
     llava_onevision,
@@ -55,6 +56,7 @@ FAMILIES: dict[str, ModuleType] = {
         moondream3,
         gemma4,
         gemma4_unified,
+        lfm2_vl,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that

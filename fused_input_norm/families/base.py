@@ -92,6 +92,8 @@ def unstack(how: str, value: Any, reference: str, outputs: Mapping) -> Any:
         return list(value)
     if how == "ints":
         return [int(v) for v in value.tolist()]
+    if how == "lists":
+        return value.tolist()
     if how == "tuples" or (how == "sizes" and reference == "pil"):
         return [tuple(int(v) for v in row) for row in value.tolist()]
     if how == "sizes":
