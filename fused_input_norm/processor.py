@@ -130,7 +130,8 @@ class FusedImageProcessor:
         {"pixel_values": [samples, most slots, C, h, w], "pixel_attention_mask": int64 [samples, most slots, h,
         w] on the CPU (+ "rows", "cols" lists with return_row_col_info)}; Llama 4 {"pixel_values": [tiles, C, h,
         w], "aspect_ratios": int64 [n, 2]}; Pixtral {"pixel_values": [n, C, H, W] padded to the largest,
-        "image_sizes": int64 [n, 2]}; pixel_values in `visual_dtype` on the processor's device.
+        "image_sizes": int64 [n, 2]}; the others as docs/families.md lists them (Gemma 4, LFM2-VL, MiniCPM-V 4.6,
+        ...); pixel_values in `visual_dtype` on the processor's device.
         `visual_dtype=torch.uint8`: the resized bytes in that layout, without rescale and normalize (what
         transformers returns with do_rescale=False, do_normalize=False; vLLM normalizes them on the GPU).
         Every image is checked and every size decided before the first kernel runs.
@@ -212,6 +213,9 @@ class FusedImageProcessor:
         if plan.channel_last:  # rows [C, P * P] as the kernel wrote them, to [P * P, C] (base.Plan)
             channel = self.norm.channel
             out = out.view(-1, channel, plan.shape[-1] // channel).transpose(1, 2).reshape(plan.shape)
+        if plan.strips:  # rows [C, P, P] as the kernel wrote them, to [1, C, P, rows * P] (base.Plan)
+            rows, channel, patch, _ = plan.shape
+            out = out.permute(1, 2, 0, 3).reshape(1, channel, patch, rows * patch)
         return {"pixel_values": out.to(visual_dtype), **plan.extras}
 
     def _resize(self, dest, pixels, box, weight, bias, size, crop, patches=(), pad=()) -> None:

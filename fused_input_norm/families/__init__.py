@@ -22,6 +22,7 @@ from . import (
     llama4,
     llava_next,
     llava_onevision,
+    minicpmv4_6,
     moondream3,
     nemotron_vl,
     paddleocr_vl,
@@ -57,6 +58,7 @@ FAMILIES: dict[str, ModuleType] = {
         gemma4,
         gemma4_unified,
         lfm2_vl,
+        minicpmv4_6,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that

@@ -146,6 +146,10 @@ class Plan:
     # The slots are patch rows (Job.patches (1, P, 1)) laid out channel-last, [P, P, C] (Gemma 4): the kernel
     # writes its rows [C, P, P] and the core transposes each in one copy at the end (no kernel move for it yet).
     channel_last: bool = False
+    # The slots are patch rows (Job.patches (1, P, 1)), shape (rows, C, P, P), and the output is MiniCPM-V's
+    # NaViT strips [1, C, P, rows * P] (each channel's row i of every patch, one after another): the kernel
+    # writes the rows [C, P, P] and the core permutes them in one copy at the end, as for channel_last.
+    strips: bool = False
 
 
 def side(where: str, name: str, value: object) -> int:
