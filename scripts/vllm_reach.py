@@ -179,12 +179,12 @@ CHECKPOINTS: dict[str, tuple[str | None, str | None, str]] = {
     "MiniCPMV": ("remote:MiniCPMVImageProcessor", "remote:MiniCPMVImageProcessor", "openbmb/MiniCPM-V-2_6"),
     "MiniCPMV4_6ForConditionalGeneration": (
         "MiniCPMV4_6ImageProcessor",
-        "MiniCPMV4_6VideoProcessor",
+        "frames:MiniCPMV4_6ImageProcessor",  # vLLM's processing sends each frame through the image processor
         "openbmb/MiniCPM-V-4_6?",
     ),
     "MiniCPMV4_7ForConditionalGeneration": (
         "MiniCPMV4_6ImageProcessor",
-        "MiniCPMV4_6VideoProcessor",
+        "frames:MiniCPMV4_6ImageProcessor",  # vLLM's processing sends each frame through the image processor
         "openbmb/MiniCPM-V-4_7?",
     ),
     "Mistral3ForConditionalGeneration": (

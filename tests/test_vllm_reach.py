@@ -93,6 +93,13 @@ def on_off_tested() -> dict[str, set[str]]:
 
     images |= set(test_vllm_gemma4.FAMILY.values())
     videos |= set(test_vllm_gemma4.FAMILY.values())  # their videos too (vLLM sends the frames as images)
+    import test_vllm_generic  # its models whose image processor a family now serves (LFM2-VL, MiniCPM-V 4.6 / 4.7)
+
+    for model in test_vllm_generic.MODELS:
+        if family := test_vllm_generic.family_of(model):
+            images.add(family)
+            if model in test_vllm_generic.FRAMES_AS_IMAGES:  # and their videos' frames, where vLLM sends them so
+                videos.add(family)
     return {"images": images, "videos": videos}
 
 
