@@ -13,7 +13,7 @@ processor, served in its class) and deepseek_vl2 (tests/test_vllm_deepseek_vl2.p
 DeepseekVLV2Processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM's own InternVL-style processors:
 h2ovl, nemotron_vl, nano_nemotron_vl) and of tests/test_vllm_moondream3.py (moondream3: vLLM's own
 Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), and gemma4 /
-gemma4_unified / lfm2_vl / minicpmv4_6 / minicpmv4_7 (tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py's directory: vLLM's own
+gemma4_unified / lfm2_vl / minicpmv4_6 / minicpmv4_7 / cohere2_vision (tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py's directory: vLLM's own
 Step3VLImageProcessor, served in its class), kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
 KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too) and deepseek_v4 / deepseek_v41
 (tests/test_vllm_deepseek_v4.py: vLLM's own DeepseekV4VLImageProcessor, served in its class; bfloat16 patches),
@@ -98,10 +98,14 @@ def models() -> dict:
 
     write = functools.partial(moondream3.write_moondream3, architecture="HfMoondream")
     table["moondream3"] = (write, "<|endoftext|><image>", None, False, [None])
-    import test_vllm_generic as generic  # Gemma 4's, LFM2-VL's, MiniCPM-V 4.6's directories (served by families)
+    import test_vllm_generic as generic  # Gemma 4's, LFM2-VL's, MiniCPM-V 4.6's, Cohere2Vision's (families)
 
     served_by_families = {"gemma4": "<|image|>", "gemma4_unified": "<|image|>", "lfm2_vl": "<image>"}
-    served_by_families |= {"minicpmv4_6": "<|image_pad|>", "minicpmv4_7": "<|image_pad|>"}
+    served_by_families |= {
+        "minicpmv4_6": "<|image_pad|>",
+        "minicpmv4_7": "<|image_pad|>",
+        "cohere2_vision": "<|IMG_PATCH|>",
+    }
     for name, placeholder in served_by_families.items():
         normalize = generic.MODELS[name].get("normalize", (None,))[0]
         table[name] = (lambda d, name=name: generic.write_model(d, name), placeholder, normalize, False, [None])

@@ -6,6 +6,7 @@ from types import ModuleType
 
 from . import (
     clip,
+    cohere2_vision,
     deepseek_ocr,
     deepseek_v4,
     deepseek_vl2,
@@ -59,6 +60,7 @@ FAMILIES: dict[str, ModuleType] = {
         gemma4_unified,
         lfm2_vl,
         minicpmv4_6,
+        cohere2_vision,
     )
 }
 # image_processor_type (without its Fast / Pil suffix) -> kind; processor_class -> kind, for configs that
