@@ -18,7 +18,7 @@ from conftest import requires_cuda
 from family_checks import FP32_ATOL, as_input, assert_same, forbid_upstream, photo
 
 from fused_input_norm import FusedImageProcessor
-from fused_input_norm.families import lfm2_vl
+from fused_input_norm.families import internvl_chat, lfm2_vl
 from fused_input_norm.hf_adapter import FusedHFImageProcessor
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test-only dependency, not installed")
@@ -166,7 +166,8 @@ def test_cuda_calls_equal_the_same_calls_on_the_cpu():
 
 
 def test_grid_size_and_split_rules_are_transformers():
-    """lfm2_vl's tile_grid, smart_size and too_large against the class's own _get_grid_layout, smart_resize and
+    """The grid (internvl_chat.tile_grid, the same rule), lfm2_vl's smart_size and too_large against the class's
+    own _get_grid_layout, smart_resize and
     _is_image_too_large over thousands of shapes (extreme ratios included), for several settings."""
     upstream = Lfm2()
     rng = np.random.default_rng(0)
@@ -181,7 +182,7 @@ def test_grid_size_and_split_rules_are_transformers():
         o = {"downsample_factor": factor, "max_image_tokens": tokens, "min_image_tokens": 16, "tolerance": tolerance}
         for h, w in shapes:
             want = upstream._get_grid_layout(h, w, min_tiles=min_tiles, max_tiles=max_tiles, tile_size=tile)[:2]
-            assert lfm2_vl.tile_grid(h, w, min_tiles, max_tiles, tile) == want, (h, w, min_tiles, max_tiles)
+            assert internvl_chat.tile_grid(h, w, tile, min_tiles, max_tiles) == want, (h, w, min_tiles, max_tiles)
             grids_seen.add(want)
             want_w, want_h = upstream.smart_resize(h, w, factor, 16, tokens, 16)
             assert lfm2_vl.smart_size(h, w, o, 16) == (want_h, want_w), (h, w, factor, tokens)

@@ -304,10 +304,10 @@ class _Holder:
 
 
 def test_stand_in_gives_the_generic_path_where_no_family_serves_and_the_family_where_one_does():
-    cohere = processor_class("Cohere2VisionImageProcessor")  # no family reproduces either of these two
+    blip = processor_class("BlipImageProcessor")  # no family reproduces either of these two
     video = processor_class("InstructBlipVideoVideoProcessor")
     qwen = processor_class("Qwen2VLImageProcessor")
-    holder = _Holder(cohere(), video())
+    holder = _Holder(blip(), video())
     log = logging.getLogger("test")
     said = hf_adapter.stand_in(
         holder, "image_processor", "images", hf_adapter.FusedHFImageProcessor, hf_adapter.unsupported, log

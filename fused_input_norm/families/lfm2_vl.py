@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import torch
 
 from ..checks import image_name, is_number, positive_int
+from . import internvl_chat
 from .base import COMMON_DEFAULTS, STANDARD_MEAN, STANDARD_STD, Job, Plan, side
 
 KIND = "lfm2_vl"
@@ -89,34 +90,6 @@ def settings(config: Mapping, get, where: str) -> dict:
     return {"size": {}, "patch_size": patch, "options": options}
 
 
-def target_ratios(min_tiles: int, max_tiles: int) -> list[tuple[int, int]]:
-    """transformers' _target_ratios: the (columns, rows) grids of min_tiles..max_tiles tiles, as a set sorted
-    by tile count (the set's own order within a count, which breaks the ties below, is CPython's for these
-    tuples of small ints: the same in every process)."""
-    ratios = {
-        (w, h)
-        for n in range(min_tiles, max_tiles + 1)
-        for w in range(1, n + 1)
-        for h in range(1, n + 1)
-        if min_tiles <= w * h <= max_tiles
-    }
-    return sorted(ratios, key=lambda ratio: ratio[0] * ratio[1])
-
-
-def tile_grid(height: int, width: int, min_tiles: int, max_tiles: int, tile: int) -> tuple[int, int]:
-    """(columns, rows): transformers' find_closest_aspect_ratio, the grid whose width / height is nearest the
-    image's; on a tie the later one, where the image's area is over half of the grid's."""
-    aspect, area = width / height, width * height
-    best, best_diff = (1, 1), float("inf")
-    for ratio in target_ratios(min_tiles, max_tiles):
-        diff = abs(aspect - ratio[0] / ratio[1])
-        if diff < best_diff:
-            best, best_diff = ratio, diff
-        elif diff == best_diff and area > 0.5 * tile * tile * ratio[0] * ratio[1]:
-            best = ratio
-    return best
-
-
 def smart_size(height: int, width: int, o: Mapping, patch: int) -> tuple[int, int]:
     """(height, width) of transformers' smart_resize: the sides rounded to whole blocks of patch *
     downsample_factor, scaled down (floor) above max_image_tokens blocks or up (ceil) below min_image_tokens."""
@@ -170,7 +143,8 @@ def plan(s, shapes: list, where: str) -> Plan:
         thumb = smart_size(height, width, o, patch)
         grid = (1, 1)
         if o["do_image_splitting"] and o["max_tiles"] > 1 and too_large(height, width, o, patch):
-            grid = tile_grid(height, width, o["min_tiles"], o["max_tiles"], tile)
+            # its find_closest_aspect_ratio over its _target_ratios is vLLM's InternVL's choice, to the tie
+            grid = internvl_chat.tile_grid(height, width, tile, o["min_tiles"], o["max_tiles"])
             columns, rows = grid
             size = (rows * tile, columns * tile)
             for r in range(rows):
