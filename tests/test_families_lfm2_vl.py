@@ -24,7 +24,8 @@ from fused_input_norm.hf_adapter import FusedHFImageProcessor
 transformers = pytest.importorskip("transformers", reason="transformers is a test-only dependency, not installed")
 skimage_data = pytest.importorskip("skimage.data", reason="scikit-image (real photos) is not installed")
 Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed")
-Lfm2 = pytest.importorskip("transformers").Lfm2VlImageProcessor
+# its only backend is torchvision's: without torchvision transformers cannot import the class
+Lfm2 = pytest.importorskip("transformers.models.lfm2_vl.image_processing_lfm2_vl").Lfm2VlImageProcessor
 
 
 def shapes_photos() -> dict[str, np.ndarray]:

@@ -9,6 +9,8 @@ it refuses, named. Strict: a call handed back fails (family_checks.forbid_upstre
 
 The EQUALITY lines printed (pytest -s) are the equality table: backend, case, max abs diff."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -25,10 +27,11 @@ Image = pytest.importorskip("PIL.Image", reason="Pillow is not installed")
 if not hasattr(transformers, "MiniCPMV4_6ImageProcessor"):
     pytest.skip("transformers has no MiniCPM-V 4.6 (added in 5.22)", allow_module_level=True)
 
-CLASSES = {
-    "torchvision": (transformers.MiniCPMV4_6ImageProcessor, "torchvision"),
-    "pil": (transformers.MiniCPMV4_6ImageProcessorPil, "pil"),
-}
+# Without torchvision, transformers' MiniCPMV4_6ImageProcessor name is its Pil class: the torchvision one only
+# where torchvision imports.
+CLASSES = {"pil": (transformers.MiniCPMV4_6ImageProcessorPil, "pil")}
+if importlib.util.find_spec("torchvision") is not None:
+    CLASSES["torchvision"] = (transformers.MiniCPMV4_6ImageProcessor, "torchvision")
 
 
 def shapes_photos() -> dict[str, np.ndarray]:
