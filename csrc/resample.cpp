@@ -216,13 +216,17 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   check_pad(p, pad);
 
   if (!patches.empty()) {
-    if (patches.size() != 3 || patches[0] < 1 || patches[1] < 1 || patches[2] < 1) {
-      fail(ArgError::kValue, kOp, ": patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1, got ",
+    if ((patches.size() != 3 && patches.size() != 4) || patches[0] < 1 || patches[1] < 1 || patches[2] < 1 ||
+        (patches.size() == 4 && patches[3] != 0 && patches[3] != 1)) {
+      fail(ArgError::kValue, kOp,
+           ": patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1 and optionally "
+           "channels_last 0 or 1, got ",
            int_list(patches));
     }
     p.temporal = patches[0];
     p.patch = patches[1];
     p.merge = patches[2];
+    p.channels_last = patches.size() == 4 && patches[3] == 1;
     // Products that overflow int64 are no geometry a crop can have: refused before they wrap.
     int64_t factor = 0, row = 0;
     if (__builtin_mul_overflow(p.patch, p.merge, &factor) || __builtin_mul_overflow(p.channels, p.temporal, &row) ||

@@ -99,7 +99,7 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
   // bands of kBandRows rows, each written straight into the tiles it crosses. A row of tiles as one band
   // (1.8 MB of bytes and 7 MB of float32 for 1344-wide 448 tiles) left L2 and made the tiles 1.2-1.7x the
   // planar resize of the same pixels.
-  const bool tiles = patches && p.merge == 1 && p.temporal == 1 && p.patch > kBandRows;
+  const bool tiles = patches && !p.channels_last && p.merge == 1 && p.temporal == 1 && p.patch > kBandRows;
   const int64_t band_rows = patches && !tiles ? p.patch * p.merge : kBandRows;
   const int64_t bands = (h + band_rows - 1) / band_rows;
   // Clip mode: a task's band holds the band of each of the group's T frames, frame t at t * frame_elems.
@@ -111,9 +111,16 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
   int64_t band_numel = 0;
   if (patches) {
     const int64_t P = p.patch, m = p.merge, T = p.temporal, factor = P * m, gw = width / factor;
-    const int64_t sizes[7] = {gw, m, m, C, T, P, P};
-    const int64_t strides[7] = {factor, P * width, P, band_rows * width, p.clip ? frame_elems : 0, width, 1};
-    build_strided_layout(7, sizes, strides, 3, &band_layout);
+    const int64_t plane = band_rows * width, frame = p.clip ? frame_elems : 0;
+    if (p.channels_last) {
+      const int64_t sizes[7] = {gw, m, m, T, P, P, C};
+      const int64_t strides[7] = {factor, P * width, P, frame, width, 1, plane};
+      build_strided_layout(7, sizes, strides, 6, &band_layout);
+    } else {
+      const int64_t sizes[7] = {gw, m, m, C, T, P, P};
+      const int64_t strides[7] = {factor, P * width, P, plane, frame, width, 1};
+      build_strided_layout(7, sizes, strides, 3, &band_layout);
+    }
     band_numel = gw * m * m * C * T * P * P;
   }
 
@@ -155,9 +162,9 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
         // or float32 for the cv2 filters, linear_f32 and the float32 antialiased filters.
         const auto write = [&](const auto* src) {
           using band_t = std::remove_cv_t<std::remove_pointer_t<decltype(src)>>;
-          // Whole bands are cut into patch rows by the writers: a still's T frames are one resampled frame (the
-          // first block copied), a clip's frame t is its own band, frame_stride on. A partial band (a crop
-          // height that is not a multiple of P m) takes the strided walker.
+          // Whole bands are cut into patch rows by the writers (channel-first or channel-last): a still's T frames
+          // are one resampled frame (the first block copied), a clip's frame t is its own band, frame_stride on. A
+          // partial band (a crop height that is not a multiple of P m) takes the strided walker.
           const bool whole_rows = patches && !tiles && rows == band_rows;
           const int64_t frame_stride = p.clip ? frame_elems : 0;
           bool cut = false;
@@ -165,15 +172,22 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
           if constexpr ((std::is_same_v<out_t, bfloat16_bits> || std::is_same_v<out_t, float>) &&
                         std::is_same_v<band_t, uint8_t> &&
                         (capability == CpuCapability::kAvx512 || capability == CpuCapability::kAvx2)) {
-            if (whole_rows && (p.patch == 14 || p.patch == 16)) {
-              using bits_t = std::conditional_t<std::is_same_v<out_t, float>, float, uint16_t>;
-              auto* to = reinterpret_cast<bits_t*>(y + (image * bands + band) * band_numel);
+            using bits_t = std::conditional_t<std::is_same_v<out_t, float>, float, uint16_t>;
+            auto* to = reinterpret_cast<bits_t*>(y + (image * bands + band) * band_numel);
+            if (whole_rows && !p.channels_last && (p.patch == 14 || p.patch == 16)) {
               if constexpr (capability == CpuCapability::kAvx512) {
                 cut_patch_rows_from_band_avx512(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
               } else {
                 cut_patch_rows_from_band_avx2(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
               }
               cut = true;
+            }
+            if constexpr (capability == CpuCapability::kAvx512) {
+              if (whole_rows && p.channels_last && C == 3 && (p.patch == 14 || p.patch == 16)) {
+                cut_rgb_patch_rows_channels_last_from_band_avx512(src, width, p.patch, p.merge, p.temporal,
+                                                                  frame_stride, w, b, to);
+                cut = true;
+              }
             }
           }
 #endif
@@ -195,8 +209,12 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
                 affine_strided_outlined<capability>(src + at, conv + at, w + c, b + c, row_run, int64_t{0}, n);
               }
             }
-            cut_patch_rows(conv, width, C, p.patch, p.merge, p.temporal, frame_stride,
-                           y + (image * bands + band) * band_numel);
+            out_t* rows_out = y + (image * bands + band) * band_numel;
+            if (p.channels_last) {
+              cut_patch_rows_channels_last(conv, width, C, p.patch, p.merge, p.temporal, frame_stride, rows_out);
+            } else {
+              cut_patch_rows(conv, width, C, p.patch, p.merge, p.temporal, frame_stride, rows_out);
+            }
           } else if (patches) {
             affine_strided_outlined<capability>(src, y + (image * bands + band) * band_numel, w, b, band_layout,
                                                 int64_t{0}, band_numel);

@@ -1231,19 +1231,75 @@ void cut_patch_rows(const out_t* conv, int64_t width, int64_t C, int64_t P, int6
   }
 }
 
+// cut_patch_rows with each row laid out channel-last, [T, P, P, C] (Gemma 4's and LFM2-VL's patches): pixel
+// (py, px) of a patch is its C channels' values, one after another. The band is converted channel-first as for
+// cut_patch_rows (the affine's vector loop over whole rows), and interleaved here from the cache, in the one
+// write of the output: the core's transpose of channel-first rows after the op read and wrote the whole output
+// again (~5 ms for LFM2-VL's 9 x 1024 x 768 float32 at 1080p).
+template <typename out_t>
+void cut_patch_rows_channels_last(const out_t* conv, int64_t width, int64_t C, int64_t P, int64_t m, int64_t T,
+                                  int64_t frame_stride, out_t* out) {
+  const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P * C;
+  for (int64_t gx = 0; gx < gw; ++gx) {
+    for (int64_t my = 0; my < m; ++my) {
+      for (int64_t mx = 0; mx < m; ++mx) {
+        const out_t* from = conv + my * P * width + gx * factor + mx * P;
+        for (int64_t t = 0; t < T; ++t) {
+          out_t* to = out + t * block;
+          if (t > 0 && frame_stride == 0) {
+            std::memcpy(to, out, static_cast<size_t>(block) * sizeof(out_t));
+            continue;
+          }
+          for (int64_t py = 0; py < P; ++py) {
+            const out_t* run = from + t * frame_stride + py * width;
+            out_t* pixels = to + py * P * C;
+            if (C == 3) {  // RGB: three runs interleaved, constant strides the compiler vectorizes
+              const out_t *r = run, *g = run + plane, *b = run + 2 * plane;
+              for (int64_t px = 0; px < P; ++px) {
+                pixels[3 * px] = r[px];
+                pixels[3 * px + 1] = g[px];
+                pixels[3 * px + 2] = b[px];
+              }
+            } else {
+              for (int64_t px = 0; px < P; ++px) {
+                for (int64_t c = 0; c < C; ++c) pixels[px * C + c] = run[c * plane + px];
+              }
+            }
+          }
+        }
+        out += T * block;
+      }
+    }
+  }
+}
+
 #if defined(FIN_X86)
 // cut_patch_rows for float32 or bfloat16 output (out_t float or uint16_t) straight from the uint8 band (P = 14
 // or 16), with no converted copy of the band in between: each P-pixel run loaded once, converted, one FMA (as
 // affine_on: a single rounding, so float32 is affine_on's value), for bfloat16 rounded as from_float does (to
 // nearest even, NaN -> 0x7FC0), stored; frame_stride as cut_patch_rows' (in band bytes; 0: the first frame's
 // block copied). The band must have 16 readable bytes past every run's start (the caller pads it).
+// 16 float32 values as bfloat16 bits, rounded as from_float does (to nearest even, NaN -> 0x7FC0).
+FIN_TARGET_AVX512_MADD inline __m256i bfloat16_bits_avx512(__m512 f) {
+  const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), nan = _mm512_set1_epi32(0x7FC0);
+  const __m512i u = _mm512_castps_si512(f);
+  __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
+  r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
+  return _mm512_cvtepi32_epi16(r);
+}
+
+// 16 bytes from `run` as float32, x * w + b in one rounding (affine_on's).
+FIN_TARGET_AVX512_MADD inline __m512 affine_run16_avx512(const uint8_t* run, __m512 w, __m512 b) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(run));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), w, b);
+}
+
 template <typename out_t>
 FIN_TARGET_AVX512_MADD void cut_patch_rows_from_band_avx512(const uint8_t* band, int64_t width, int64_t C, int64_t P,
                                                             int64_t m, int64_t T, int64_t frame_stride,
                                                             const float* weight, const float* bias, out_t* out) {
   const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P;
   const __mmask16 keep = static_cast<__mmask16>((1u << P) - 1);
-  const __m512i half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), nan = _mm512_set1_epi32(0x7FC0);
   for (int64_t gx = 0; gx < gw; ++gx) {
     for (int64_t my = 0; my < m; ++my) {
       for (int64_t mx = 0; mx < m; ++mx) {
@@ -1258,21 +1314,77 @@ FIN_TARGET_AVX512_MADD void cut_patch_rows_from_band_avx512(const uint8_t* band,
             }
             const uint8_t* run_from = from + c * plane + t * frame_stride;
             for (int64_t py = 0; py < P; ++py) {
-              const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(run_from + py * width));
-              const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)), wv, bv);
+              const __m512 f = affine_run16_avx512(run_from + py * width, wv, bv);
               if constexpr (std::is_same_v<out_t, float>) {
                 _mm512_mask_storeu_ps(to + py * P, keep, f);
               } else {
-                const __m512i u = _mm512_castps_si512(f);
-                __m512i r =
-                    _mm512_add_epi32(_mm512_add_epi32(u, half), _mm512_and_si512(_mm512_srli_epi32(u, 16), one));
-                r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), _mm512_cmp_ps_mask(f, f, _CMP_UNORD_Q), nan);
-                _mm256_mask_storeu_epi16(to + py * P, keep, _mm512_cvtepi32_epi16(r));
+                _mm256_mask_storeu_epi16(to + py * P, keep, bfloat16_bits_avx512(f));
               }
             }
           }
           out += T * block;
         }
+      }
+    }
+  }
+}
+
+// cut_patch_rows_channels_last for RGB, float32 or bfloat16 output, straight from the uint8 band (P = 14 or 16),
+// as cut_patch_rows_from_band_avx512 is for cut_patch_rows: each pixel row of a patch is its three channels'
+// runs loaded, converted and FMA'd (affine_on's one rounding), then interleaved by two permutes per 16 values
+// (pixel e / 3, channel e % 3 of value e) and stored, 3 P values. The band needs 16 readable bytes past every
+// run's start (the caller pads it).
+template <typename out_t>
+FIN_TARGET_AVX512_MADD void cut_rgb_patch_rows_channels_last_from_band_avx512(const uint8_t* band, int64_t width,
+                                                                             int64_t P, int64_t m, int64_t T,
+                                                                             int64_t frame_stride, const float* weight,
+                                                                             const float* bias, out_t* out) {
+  constexpr int64_t C = 3;
+  const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P * C;
+  // Value j of output vector k (value e = 16 k + j of the pixel row): red and green of pixel e / 3 picked from
+  // (red, green) first, then blue from (that, blue).
+  __m512i red_green[C], with_blue[C];
+  __mmask16 keep[C];
+  for (int k = 0; k < C; ++k) {
+    alignas(64) int32_t first[16], second[16];
+    for (int j = 0; j < 16; ++j) {
+      const int e = 16 * k + j, pixel = e / 3, channel = e % 3;
+      first[j] = channel == 0 ? pixel : channel == 1 ? 16 + pixel : 0;
+      second[j] = channel == 2 ? 16 + pixel : j;
+    }
+    red_green[k] = _mm512_load_si512(first);
+    with_blue[k] = _mm512_load_si512(second);
+    const int64_t left = std::min<int64_t>(16, std::max<int64_t>(0, 3 * P - 16 * k));  // P 14: 16, 16, 10
+    keep[k] = static_cast<__mmask16>((1u << left) - 1);
+  }
+  const __m512 w0 = _mm512_set1_ps(weight[0]), w1 = _mm512_set1_ps(weight[1]), w2 = _mm512_set1_ps(weight[2]);
+  const __m512 b0 = _mm512_set1_ps(bias[0]), b1 = _mm512_set1_ps(bias[1]), b2 = _mm512_set1_ps(bias[2]);
+  for (int64_t gx = 0; gx < gw; ++gx) {
+    for (int64_t my = 0; my < m; ++my) {
+      for (int64_t mx = 0; mx < m; ++mx) {
+        const uint8_t* from = band + my * P * width + gx * factor + mx * P;
+        for (int64_t t = 0; t < T; ++t) {
+          out_t* to = out + t * block;
+          if (t > 0 && frame_stride == 0) {
+            std::memcpy(to, out, static_cast<size_t>(block) * sizeof(out_t));
+            continue;
+          }
+          for (int64_t py = 0; py < P; ++py) {
+            const uint8_t* run = from + t * frame_stride + py * width;
+            const __m512 r = affine_run16_avx512(run, w0, b0), g = affine_run16_avx512(run + plane, w1, b1);
+            const __m512 b = affine_run16_avx512(run + 2 * plane, w2, b2);
+            out_t* pixels = to + py * P * C;
+            for (int k = 0; k < C; ++k) {
+              const __m512 f = _mm512_permutex2var_ps(_mm512_permutex2var_ps(r, red_green[k], g), with_blue[k], b);
+              if constexpr (std::is_same_v<out_t, float>) {
+                _mm512_mask_storeu_ps(pixels + 16 * k, keep[k], f);
+              } else {
+                _mm256_mask_storeu_epi16(pixels + 16 * k, keep[k], bfloat16_bits_avx512(f));
+              }
+            }
+          }
+        }
+        out += T * block;
       }
     }
   }

@@ -817,7 +817,9 @@ struct ResampledSource {
 //   patches: out [B * (h / P) * (w / P), C * T * P * P], Qwen-VL's patch rows of each image, the one
 //            resampled frame repeated T times;
 //   clip:    out [B / T * (h / P) * (w / P), C * T * P * P], the B images are frames of clips and each T
-//            consecutive ones are the T frames of one temporal patch (frame t of a group in slot t).
+//            consecutive ones are the T frames of one temporal patch (frame t of a group in slot t);
+//   channels_last: the same rows, each laid out [T, P, P, C] (Gemma 4's and LFM2-VL's patches) instead of
+//            [C, T, P, P]: the one change is the order the layout walks, so every backend writes it directly.
 // An input already at the output size is copied (the crop of it), as both references do: the same op, so
 // that the layout and the affine stay one pass.
 struct ResizePlan {
@@ -834,6 +836,7 @@ struct ResizePlan {
   ResampleFilter filter;
   int64_t temporal, patch, merge;  // patch == 0: planar output
   bool clip;                       // patches from groups of T frames (B divisible by T), not one frame T times
+  bool channels_last;              // patch rows [T, P, P, C], not [C, T, P, P]
   bool float_input;                // the input is float32 (the float32 bilinear only), not uint8
   StridedLayout layout;            // output order -> offsets into the virtual [B, C, crop_h, crop_w]
   int64_t numel;                   // of the output
@@ -890,9 +893,15 @@ inline std::vector<int64_t> finish_resize_plan(ResizePlan& p) {
     // row, merge col, channel, frame (the one resampled frame T times: stride 0; clip: the group's frames,
     // consecutive images of the virtual [B, C, h, w]), patch row, patch col.
     const int64_t frame = p.clip ? C * h * w : 0, group = p.clip ? T * C * h * w : C * h * w;
-    const int64_t sizes[9] = {groups, gh, gw, m, m, C, T, P, P};
-    const int64_t strides[9] = {group, factor * w, factor, P * w, P, h * w, frame, w, 1};
-    build_strided_layout(9, sizes, strides, 5, &p.layout);
+    if (p.channels_last) {  // each row's channel innermost: frame, patch row, patch col, channel
+      const int64_t sizes[9] = {groups, gh, gw, m, m, T, P, P, C};
+      const int64_t strides[9] = {group, factor * w, factor, P * w, P, frame, w, 1, h * w};
+      build_strided_layout(9, sizes, strides, 8, &p.layout);
+    } else {
+      const int64_t sizes[9] = {groups, gh, gw, m, m, C, T, P, P};
+      const int64_t strides[9] = {group, factor * w, factor, P * w, P, h * w, frame, w, 1};
+      build_strided_layout(9, sizes, strides, 5, &p.layout);
+    }
   }
   p.numel = 1;
   for (const int64_t s : out_shape) p.numel *= s;

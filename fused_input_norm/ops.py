@@ -95,8 +95,9 @@ def resize_affine_out(
     [B, C, height, width], or Qwen-VL patch rows when `patches` = (temporal_patch_size, patch_size,
     merge_size): each image's rows [B * gh * gw, C * T * P * P], its one frame repeated T times, or with
     `clip=True` the B images are frames of clips and each T consecutive ones form one temporal patch
-    ([B / T * gh * gw, C * T * P * P]; B must be a multiple of T). `vertical_first` is the reference's pass
-    order (fused_input_norm.resize.vertical_first).
+    ([B / T * gh * gw, C * T * P * P]; B must be a multiple of T). A fourth value of `patches`, channels_last 1
+    (0: the default), lays each row out [T, P, P, C] (Gemma 4's and LFM2-VL's patches) instead of [C, T, P, P].
+    `vertical_first` is the reference's pass order (fused_input_norm.resize.vertical_first).
     `pad` = (canvas_height, canvas_width, top, left, fill) places the crop at (top, left) on a canvas of the
     byte `fill` (0-255, every channel), which goes through the same affine (as transformers pads the uint8
     image before it normalizes); `out` then has the canvas's shape (height, width above: the canvas's).
@@ -364,12 +365,12 @@ def _resize_affine_out_fake(
             )
         shape = [batch, channels, h, w]
     else:
-        if len(patches) != 3 or min(patches) < 1:
+        if len(patches) not in (3, 4) or min(patches[:3]) < 1 or list(patches[3:]) not in ([], [0], [1]):
             raise ValueError(
-                f"{_RESIZE_OP}: patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1, got "
-                f"{list(patches)}"
+                f"{_RESIZE_OP}: patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1 and "
+                f"optionally channels_last 0 or 1, got {list(patches)}"
             )
-        t, p, m = patches
+        t, p, m = patches[:3]
         if max(p * m, channels * t * p * p) >= 1 << 63:
             raise ValueError(f"{_RESIZE_OP}: patches {list(patches)} overflow the output's row length")
         if h % (p * m) or w % (p * m):

@@ -193,26 +193,30 @@ class FusedImageProcessor:
             stages.append(scratch)
         out = output_pool.empty(plan.shape, out_dtype, self.device)
         slots = out.flatten(0, plan.slot_dims - 1)
+        # base.Plan.channel_last: the kernel lays each patch row out [P, P, C] itself (the fourth value of patches)
+        layout = (1,) if plan.channel_last else ()
         for job in plan.jobs:
             start, stop = job.slots
             dest = slots[start:stop]
-            if job.patches:  # the slots are rows: one patch (or tile) of the resized box each
+            patches = job.patches
+            if patches:  # the slots are rows: one patch (or tile) of the resized box each
                 dest = dest.view(stop - start, -1)
-            self._resize(dest, pixels(job.image), job.box, weight, bias, job.size, job.crop, job.patches, job.pad)
+                patches = (*patches, *layout)
+            self._resize(dest, pixels(job.image), job.box, weight, bias, job.size, job.crop, patches, job.pad)
         if stepwise:  # then mean subtracted and std divided, each rounded to the steps' dtype, as transformers does
-            channels = out.view(*plan.shape[: plan.slot_dims + 1], -1)
-            ops.affine_out(channels, channels, *self._subtract, plan.slot_dims)  # x * 1 - m: one rounding, as x - m
+            if plan.channel_last:  # the channel innermost in each row
+                dim, channels = plan.slot_dims + 1, out.view(*plan.shape[: plan.slot_dims], -1, self.norm.channel)
+            else:
+                dim, channels = plan.slot_dims, out.view(*plan.shape[: plan.slot_dims + 1], -1)
+            ops.affine_out(channels, channels, *self._subtract, dim)  # x * 1 - m: one rounding, as x - m
             for c, divisor in enumerate(self._divisors):
-                channels.select(plan.slot_dims, c).div_(divisor)
+                channels.select(dim, c).div_(divisor)
         for start, stop, *box in plan.zero:  # slot ranges, or a box of [C, H, W] slots (padding after normalize)
             region = slots[start:stop]
             if box:
                 top, left, height, width = box
                 region = region[..., top : top + height, left : left + width]
             region.zero_()
-        if plan.channel_last:  # rows [C, P * P] as the kernel wrote them, to [P * P, C] (base.Plan)
-            channel = self.norm.channel
-            out = out.view(-1, channel, plan.shape[-1] // channel).transpose(1, 2).reshape(plan.shape)
         if plan.strips:  # rows [C, P, P] as the kernel wrote them, to [1, C, P, rows * P] (base.Plan)
             rows, channel, patch, _ = plan.shape
             out = out.permute(1, 2, 0, 3).reshape(1, channel, patch, rows * patch)

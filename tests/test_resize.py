@@ -862,9 +862,17 @@ OP_BAD = [
         "patches-length-2",
         op(patches=[2, 14]),
         ValueError,
-        r"patches must be empty or \(temporal_patch_size, patch_size, merge_size\) >= 1, got \[2, 14\]",
+        r"patches must be empty or \(temporal_patch_size, patch_size, merge_size\) >= 1 and optionally channels_last 0 "
+        r"or 1, got \[2, 14\]",
     ),
     ("patches-zero", op(patches=[2, 0, 2]), ValueError, r"patches must be empty or"),
+    (
+        "patches-channels-last-2",
+        op(patches=[1, 5, 2, 2]),
+        ValueError,
+        r"optionally channels_last 0 or 1, got \[1, 5, 2, 2\]",
+    ),
+    ("patches-length-5", op(patches=[1, 5, 2, 1, 0]), ValueError, r"patches must be empty or"),
     (
         "patches-crop-not-a-multiple",
         op(patches=[2, 14, 2]),
@@ -1254,7 +1262,7 @@ def resize_bytes(chw: torch.Tensor, size, resample: str, reference: str, patches
     ]
     h, w = crop[2:]
     if patches:
-        t, p, _ = patches
+        t, p = patches[:2]
         shape = (images.shape[0] * (h // p) * (w // p), channels * t * p * p)
     else:
         shape = (images.shape[0], channels, h, w)
@@ -1320,6 +1328,64 @@ def test_uint8_patch_rows_are_the_reference_bytes_in_patch_layout(reference, geo
     planar = resize_bytes(batch, (300, 400), "bicubic", reference, crop=crop)
     expected, _ = IDENTITY.patchify(list(planar), torch.float32, patch_size=p, temporal_patch_size=t, merge_size=m)
     assert torch.equal(got.float(), expected)
+
+
+def channels_last_rows(rows: torch.Tensor, channels: int, patch: int) -> torch.Tensor:
+    """Patch rows [n, C * T * P * P] laid out [n, T, P, P, C] (Gemma 4's and LFM2-VL's order), by torch's permute."""
+    return rows.view(rows.shape[0], channels, -1, patch, patch).permute(0, 2, 3, 4, 1).reshape(rows.shape)
+
+
+# (T, P, m): LFM2-VL's and Gemma 4's patches, Qwen's geometry, Gemma 4 Unified's merged 48-pixel patch (taller than
+# the CPU's band of tiles), and a patch of 5
+CHANNELS_LAST_GEOMETRIES = [(1, 16, 1), (2, 14, 2), (1, 48, 1), (1, 5, 3)]
+
+
+@pytest.mark.parametrize("geometry", CHANNELS_LAST_GEOMETRIES, ids=lambda g: "-".join(map(str, g)))
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_channels_last_patch_rows_are_the_reference_bytes_so_laid_out(reference, geometry):
+    """patches with channels_last 1: each row [T, P, P, C], the reference's resized bytes laid out by torch (a
+    crop of a batch of two, a still's T frames one image repeated)."""
+    t, p, m = geometry
+    factor = p * m
+    chw = to_chw(photo("astronaut"))
+    batch = torch.stack([chw, chw.flip(-1)])
+    size = (factor * 9 + 7, factor * 7 + 3)
+    crop = (3, factor, factor * 8, factor * 5)
+    got = resize_bytes(batch, size, "bicubic", reference, patches=(*geometry, 1), crop=crop)
+    top, left, h, w = crop
+    frames = torch.stack(
+        [
+            reference_resize(reference, np.ascontiguousarray(image.permute(1, 2, 0)), size, "bicubic")[
+                :, top : top + h, left : left + w
+            ]
+            for image in batch
+        ]
+    )
+    gh, gw = h // factor, w // factor
+    # image, grid row, grid col, merge row, merge col, frame, patch row, patch col, channel
+    tiled = frames[:, None].expand(-1, t, -1, -1, -1).reshape(2, t, 3, gh, m, p, gw, m, p)
+    expected = tiled.permute(0, 3, 6, 4, 7, 1, 5, 8, 2).reshape(got.shape)
+    assert got.dtype == torch.uint8 and torch.equal(got, expected.to(torch.uint8))
+
+
+@pytest.mark.parametrize("geometry", CHANNELS_LAST_GEOMETRIES, ids=lambda g: "-".join(map(str, g)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_channels_last_patch_rows_hold_the_channel_first_rows_values(geometry, dtype):
+    """With a normalizing affine, in each float dtype: the channel-first rows (checked against the references
+    above and in test_patchify) holding the same values, each row transposed, whole bands and a clip's frames."""
+    t, p, m = geometry
+    factor = p * m
+    chw = to_chw(photo("coffee"))
+    weight, bias = torch.tensor([0.0145, 0.0150, 0.0142]), torch.tensor([-1.79, -1.75, -1.48])
+    plans = [resample_plan(n, out, "bicubic", "pil") for n, out in ((400, factor * 6), (600, factor * 8))]
+    for images, clip in ((chw[None], False), (torch.stack([chw, chw.flip(-2)] * t), True)):
+        groups = images.shape[0] // t if clip else images.shape[0]
+        shape = (groups * 6 * m * 8 * m, 3 * t * p * p)
+        args = (images, weight, bias, *plans, (factor * 6, factor * 8), (0, 0, factor * 6, factor * 8), "bicubic")
+        first, last = torch.full(shape, 7.0, dtype=dtype), torch.full(shape, 7.0, dtype=dtype)
+        resize_affine_out(first, *args, False, list(geometry), clip)
+        resize_affine_out(last, *args, False, [*geometry, 1], clip)
+        assert torch.equal(last, channels_last_rows(first, 3, p)), (clip, dtype)
 
 
 def test_uint8_output_rounds_and_clamps_the_affine():

@@ -78,10 +78,12 @@ def emulate(
     pad=(),
     cpu=None,
     planar=False,
+    channels_last=False,
 ):  # image_hwc: uint8, or float32 for the float32 filters (--float-input)
     """The emulated kernels' output for an HWC uint8 image: [C, h, w] float32 (the canvas's sides with `pad`
     = (canvas_h, canvas_w, top, left, fill)), or patch rows. `cpu`: a CPU capability; the CPU op's kernels at
-    that capability instead, in bands of `threads` rows. `planar`: the image handed over as [C, H, W]."""
+    that capability instead, in bands of `threads` rows. `planar`: the image handed over as [C, H, W].
+    `channels_last`: patch rows laid out [T, P, P, C]."""
     height, width, channels = image_hwc.shape
     crop = crop or (0, 0, *size)
     rule = pil_rule(reference)
@@ -92,6 +94,7 @@ def emulate(
     args = [channels, height, width, int(not planar), *size, FILTERS[resample], int(reference == "torchvision")]
     args += [int(first), *crop, *patches, threads, *pad]
     flags = (["--cpu"] if cpu else []) + (["--float-input"] if image_hwc.dtype == np.float32 else [])
+    flags += ["--channels-last"] if channels_last else []
     command = [*RUNNER, str(emulator), *flags, str(image_file), *map(str, args), str(out_file)]
     env = {**os.environ, "FUSED_INPUT_NORM_CPU_CAPABILITY": cpu} if cpu else None
     subprocess.run(command, check=True, timeout=300, env=env)
@@ -174,6 +177,11 @@ def test_emulated_crop_and_patch_rows(emulator, tmp_path):
     frames = torch.from_numpy(full).unsqueeze(0).expand(temporal, -1, -1, -1)
     gh, gw = size[0] // (patch * merge), size[1] // (patch * merge)
     expected = frames.reshape(1, temporal, 3, gh, merge, patch, gw, merge, patch).permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
+    assert (rows == expected.reshape(rows.shape).numpy()).all()
+    # The same rows laid out [T, P, P, C] (Gemma 4's, LFM2-VL's): the layout's other order, from the same threads.
+    geometry = (temporal, patch, merge)
+    rows = emulate(emulator, tmp_path, image, size, "bicubic", "pil", patches=geometry, threads=5, channels_last=True)
+    expected = frames.reshape(1, temporal, 3, gh, merge, patch, gw, merge, patch).permute(0, 3, 6, 4, 7, 1, 5, 8, 2)
     assert (rows == expected.reshape(rows.shape).numpy()).all()
 
 

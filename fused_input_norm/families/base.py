@@ -143,12 +143,13 @@ class Plan:
     # height, width) boxes of those [C, H, W] slots.
     zero: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
     stages: list[Stage] = dataclasses.field(default_factory=list)  # images len(images) + k, before the jobs
-    # The slots are patch rows (Job.patches (1, P, 1)) laid out channel-last, [P, P, C] (Gemma 4): the kernel
-    # writes its rows [C, P, P] and the core transposes each in one copy at the end (no kernel move for it yet).
+    # The slots are patch rows (Job.patches (1, P, 1)) laid out channel-last, [P, P, C] (Gemma 4, LFM2-VL): the
+    # kernel writes them so (the resize op's patches with channels_last).
     channel_last: bool = False
     # The slots are patch rows (Job.patches (1, P, 1)), shape (rows, C, P, P), and the output is MiniCPM-V's
     # NaViT strips [1, C, P, rows * P] (each channel's row i of every patch, one after another): the kernel
-    # writes the rows [C, P, P] and the core permutes them in one copy at the end, as for channel_last.
+    # writes the rows [C, P, P] and the core permutes them in one copy at the end (the op writes a contiguous
+    # output, and a job's strips are not: they interleave with every other job's).
     strips: bool = False
 
 

@@ -74,7 +74,7 @@ def budget_size(height: int, width: int, patch_size: int, max_patches: int, pool
 
 def plan(s, shapes: list, where: str, merged: bool = False) -> Plan:
     """Per image its patch rows (the kernel's raster patches, merge 1), then zero rows to the budget. The
-    kernel writes each row channel-first; Plan.channel_last has the core lay it out [P, P, C]. `merged`
+    kernel writes each row [P, P, C] (Plan.channel_last: the op's channels_last patch rows). `merged`
     (Gemma 4 Unified): a row is pooling x pooling patches, one patch of pooling * patch_size, and the budget
     max_soft_tokens rows."""
     tokens, pooling = s.options["max_soft_tokens"], s.options["pooling"]

@@ -14,6 +14,7 @@
 //                                    output only: the resampling the op's writers then normalize. Torch-free, so it
 //                                    runs where torch cannot (cross-built, under qemu-aarch64:
 //                                    scripts/check_aarch64.sh).
+//   resize_emulation --channels-last ARGS...   patch rows laid out [T, P, P, C] (P > 0), not [C, T, P, P].
 //   resize_emulation [--cpu] --float-input ARGS...   IN holds float32 values, not bytes (torch's float32
 //                                    filters, 6 to 9, only: they read a float32 input as the op does).
 //   resize_emulation --capabilities  the CPU capabilities this machine runs, one per line.
@@ -132,11 +133,17 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  bool cpu = false, float_input = false;
-  while (argc > 1 && (std::strcmp(argv[1], "--cpu") == 0 || std::strcmp(argv[1], "--float-input") == 0)) {
-    (std::strcmp(argv[1], "--cpu") == 0 ? cpu : float_input) = true;
-    ++argv;
-    --argc;
+  bool cpu = false, float_input = false, channels_last = false;
+  for (; argc > 1; ++argv, --argc) {
+    if (std::strcmp(argv[1], "--cpu") == 0) {
+      cpu = true;
+    } else if (std::strcmp(argv[1], "--float-input") == 0) {
+      float_input = true;
+    } else if (std::strcmp(argv[1], "--channels-last") == 0) {
+      channels_last = true;
+    } else {
+      break;
+    }
   }
   if (argc != 20 && argc != 25) {
     std::fprintf(stderr, "usage: see the comment at the top of resize_emulation.cpp\n");
@@ -175,6 +182,7 @@ int main(int argc, char** argv) {
   plan.temporal = a[13];
   plan.patch = a[14];
   plan.merge = a[15];
+  plan.channels_last = channels_last;
   const int64_t threads = a[16];
   if (argc == 25) {  // otherwise canvas_h stays 0: the canvas is the crop (finish_resize_plan)
     plan.canvas_h = a[17];

@@ -288,6 +288,12 @@ void resize_cases(Context& ctx) {
                    false},
                   *in, true);
       }
+      // Patch rows laid out channel-last (Gemma 4's, LFM2-VL's order), P 16 (T 2, m 2): the layout's other walk.
+      ResizeJob channels_last = whole(544, 960, kBicubic, kTv, false, true);
+      channels_last.patch = 16;
+      channels_last.channels_last = true;
+      check_job(ctx, {"rows channels-last " + base + " -> 544x960 torchvision bicubic", &in->hwc, channels_last, false},
+                *in, true);
       // One axis only: both references skip the pass whose size does not change.
       check_job(ctx,
                 {"width only " + base + " -> 1080x1316 pil bilinear", &in->chw,

@@ -123,6 +123,7 @@ struct ResizeJob {
   int64_t patch = 14;  // with patches: 14 (Qwen2-VL, Qwen2.5-VL) or 16 (Qwen3-VL)
   // The crop on a canvas: (canvas_h, canvas_w, top, left, fill); a canvas_h of 0: no padding.
   std::array<int64_t, 5> pad{};
+  bool channels_last = false;  // with patches: each row [T, P, P, C] (Gemma 4's, LFM2-VL's), not [C, T, P, P]
 };
 
 inline fin::ResizePlan make_resize_plan(const Image& in, const ResizeJob& j, const int32_t* rows, const int32_t* cols) {
@@ -132,7 +133,7 @@ inline fin::ResizePlan make_resize_plan(const Image& in, const ResizeJob& j, con
   p.strides = in.s;
   p.filter = j.filter;
   p.vertical_first = j.vertical_first;
-  if (j.patches) p.temporal = 2, p.patch = j.patch, p.merge = 2, p.clip = j.clip;
+  if (j.patches) p.temporal = 2, p.patch = j.patch, p.merge = 2, p.clip = j.clip, p.channels_last = j.channels_last;
   p.row_plan = rows;
   p.col_plan = cols;
   p.canvas_h = j.pad[0], p.canvas_w = j.pad[1], p.pad_top = j.pad[2], p.pad_left = j.pad[3], p.fill = j.pad[4];
@@ -169,11 +170,13 @@ std::vector<out_t> expected_output(const fin::ResizePlan& p, const std::vector<u
   parallel_for(groups * gh * gw * m * m, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       // rows: image (clip: group of T frames), grid row, grid col, merge row, merge col; columns: channel,
-      // frame, patch row, patch col
+      // frame, patch row, patch col (channels_last: frame, patch row, patch col, channel)
       const int64_t mw = row % m, mh = row / m % m, x0 = row / (m * m) % gw, y0 = row / (m * m * gw) % gh;
       const int64_t g = row / (m * m * gw * gh);
       for (int64_t col = 0; col < row_len; ++col) {
-        const int64_t px = col % P, py = col / P % P, t = col / (P * P) % T, c = col / (P * P * T);
+        const int64_t inner = p.channels_last ? col / C : col;  // col without the channel
+        const int64_t px = inner % P, py = inner / P % P, t = inner / (P * P) % T;
+        const int64_t c = p.channels_last ? col % C : col / (P * P * T);
         const int64_t b = p.clip ? g * T + t : g;  // an image: every frame is the same one
         e[row * row_len + col] = value(R(b, c, (y0 * m + mh) * P + py, (x0 * m + mw) * P + px), c);
       }
