@@ -1336,9 +1336,9 @@ FIN_TARGET_AVX512_MADD void cut_patch_rows_from_band_avx512(const uint8_t* band,
 // run's start (the caller pads it).
 template <typename out_t>
 FIN_TARGET_AVX512_MADD void cut_rgb_patch_rows_channels_last_from_band_avx512(const uint8_t* band, int64_t width,
-                                                                             int64_t P, int64_t m, int64_t T,
-                                                                             int64_t frame_stride, const float* weight,
-                                                                             const float* bias, out_t* out) {
+                                                                              int64_t P, int64_t m, int64_t T,
+                                                                              int64_t frame_stride, const float* weight,
+                                                                              const float* bias, out_t* out) {
   constexpr int64_t C = 3;
   const int64_t factor = P * m, gw = width / factor, plane = factor * width, block = P * P * C;
   // Value j of output vector k (value e = 16 k + j of the pixel row): red and green of pixel e / 3 picked from
