@@ -109,7 +109,9 @@ void check_pad(ResizePlan& p, const std::vector<int64_t>& pad) {
   p.fill = fill;
 }
 
-void check_out(const Tensor& out, const Tensor& input, const std::vector<int64_t>& expected) {
+// `pitch` non-null (strips): out may also be a window of wider strips, its C * P rows *pitch values apart (strides
+// (P * pitch, pitch, 1), pitch >= the row's length); *pitch is set.
+void check_out(const Tensor& out, const Tensor& input, const std::vector<int64_t>& expected, int64_t* pitch) {
   if (const torch::stable::Device d = out.device(), in = input.device(); d != in) {
     fail(ArgError::kRuntime, kOp, ": out must be on input's device ", device_name(in), ", got ", device_name(d));
   }
@@ -121,9 +123,19 @@ void check_out(const Tensor& out, const Tensor& input, const std::vector<int64_t
   if (!out.sizes().equals(torch::headeronly::IntHeaderOnlyArrayRef(expected))) {
     fail(ArgError::kValue, kOp, ": out must have shape ", int_list(expected), ", got ", int_list(out.sizes()));
   }
+  if (pitch != nullptr && !out.is_contiguous()) {
+    const int64_t length = expected[2], row = out.stride(1);
+    if (out.stride(2) != 1 || row < length || out.stride(0) != expected[1] * row) {
+      fail(ArgError::kValue, kOp, ": out must be contiguous, or for strips a window of wider strips (strides (",
+           expected[1], " * pitch, pitch, 1), pitch >= ", length, "), got stride ", int_list(out.strides()));
+    }
+    *pitch = row;
+    return;
+  }
   if (!out.is_contiguous()) {
     fail(ArgError::kValue, kOp, ": out must be contiguous, got stride ", int_list(out.strides()));
   }
+  if (pitch != nullptr) *pitch = expected[2];
 }
 
 }  // namespace
@@ -217,16 +229,20 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
 
   if (!patches.empty()) {
     if ((patches.size() != 3 && patches.size() != 4) || patches[0] < 1 || patches[1] < 1 || patches[2] < 1 ||
-        (patches.size() == 4 && patches[3] != 0 && patches[3] != 1)) {
+        (patches.size() == 4 && (patches[3] < 0 || patches[3] > 2))) {
       fail(ArgError::kValue, kOp,
-           ": patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1 and optionally "
-           "channels_last 0 or 1, got ",
+           ": patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1 and optionally a layout, "
+           "0 (channels first), 1 (channels last) or 2 (strips), got ",
            int_list(patches));
     }
     p.temporal = patches[0];
     p.patch = patches[1];
     p.merge = patches[2];
-    p.channels_last = patches.size() == 4 && patches[3] == 1;
+    p.patch_layout = static_cast<PatchLayout>(patches.size() == 4 ? patches[3] : 0);
+    if (p.patch_layout == PatchLayout::kStrips && (p.temporal != 1 || p.merge != 1 || clip)) {
+      fail(ArgError::kValue, kOp, ": strips (layout 2) are of single patches: temporal_patch_size and merge_size ",
+           "must be 1 and clip False, got patches ", int_list(patches), clip ? " and clip True" : "");
+    }
     // Products that overflow int64 are no geometry a crop can have: refused before they wrap.
     int64_t factor = 0, row = 0;
     if (__builtin_mul_overflow(p.patch, p.merge, &factor) || __builtin_mul_overflow(p.channels, p.temporal, &row) ||
@@ -250,7 +266,7 @@ ResizePlan plan_resize(const Tensor& out, const Tensor& input, const Tensor& wei
   std::vector<const Tensor*> read = {&input, &weight, &bias};
   if (row_plan) read.push_back(&*row_plan);
   if (col_plan) read.push_back(&*col_plan);
-  check_out(out, input, out_shape);
+  check_out(out, input, out_shape, p.patch > 0 && p.patch_layout == PatchLayout::kStrips ? &p.out_pitch : nullptr);
   for (const Tensor* t : read) {
     if (may_overlap(out, *t)) {
       fail(ArgError::kValue, kOp,

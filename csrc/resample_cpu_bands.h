@@ -99,7 +99,10 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
   // bands of kBandRows rows, each written straight into the tiles it crosses. A row of tiles as one band
   // (1.8 MB of bytes and 7 MB of float32 for 1344-wide 448 tiles) left L2 and made the tiles 1.2-1.7x the
   // planar resize of the same pixels.
-  const bool tiles = patches && !p.channels_last && p.merge == 1 && p.temporal == 1 && p.patch > kBandRows;
+  const bool channels_last = patches && p.patch_layout == PatchLayout::kChannelsLast;
+  const bool strips = patches && p.patch_layout == PatchLayout::kStrips;
+  const bool tiles = patches && p.patch_layout == PatchLayout::kChannelsFirst && p.merge == 1 && p.temporal == 1 &&
+                     p.patch > kBandRows;
   const int64_t band_rows = patches && !tiles ? p.patch * p.merge : kBandRows;
   const int64_t bands = (h + band_rows - 1) / band_rows;
   // Clip mode: a task's band holds the band of each of the group's T frames, frame t at t * frame_elems.
@@ -112,7 +115,7 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
   if (patches) {
     const int64_t P = p.patch, m = p.merge, T = p.temporal, factor = P * m, gw = width / factor;
     const int64_t plane = band_rows * width, frame = p.clip ? frame_elems : 0;
-    if (p.channels_last) {
+    if (channels_last) {
       const int64_t sizes[7] = {gw, m, m, T, P, P, C};
       const int64_t strides[7] = {factor, P * width, P, frame, width, 1, plane};
       build_strided_layout(7, sizes, strides, 6, &band_layout);
@@ -174,7 +177,7 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
                         (capability == CpuCapability::kAvx512 || capability == CpuCapability::kAvx2)) {
             using bits_t = std::conditional_t<std::is_same_v<out_t, float>, float, uint16_t>;
             auto* to = reinterpret_cast<bits_t*>(y + (image * bands + band) * band_numel);
-            if (whole_rows && !p.channels_last && (p.patch == 14 || p.patch == 16)) {
+            if (whole_rows && !channels_last && !strips && (p.patch == 14 || p.patch == 16)) {
               if constexpr (capability == CpuCapability::kAvx512) {
                 cut_patch_rows_from_band_avx512(src, width, C, p.patch, p.merge, p.temporal, frame_stride, w, b, to);
               } else {
@@ -183,7 +186,7 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
               cut = true;
             }
             if constexpr (capability == CpuCapability::kAvx512) {
-              if (whole_rows && p.channels_last && C == 3 && (p.patch == 14 || p.patch == 16)) {
+              if (whole_rows && channels_last && C == 3 && (p.patch == 14 || p.patch == 16)) {
                 cut_rgb_patch_rows_channels_last_from_band_avx512(src, width, p.patch, p.merge, p.temporal,
                                                                   frame_stride, w, b, to);
                 cut = true;
@@ -191,7 +194,21 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
             }
           }
 #endif
-          if (tiles) {
+          if (strips) {
+            // The band is one row of patches (rows == P: the canvas is whole patches): its row y of channel c is
+            // the run of strip row (c, y) at this row of patches' place, rows out_pitch values apart.
+            StridedLayout row_run{};
+            const int64_t one = 1;
+            build_strided_layout(1, &width, &one, -1, &row_run);
+            out_t* first = y + (image * bands + band) * width;  // this row of patches' place in row (0, 0)
+            for (int64_t c = 0; c < C; ++c) {
+              for (int64_t row = 0; row < rows; ++row) {
+                affine_strided_outlined<capability>(src + (c * rows + row) * width,
+                                                    first + (c * p.patch + row) * p.out_pitch, w + c, b + c, row_run,
+                                                    int64_t{0}, width);
+              }
+            }
+          } else if (tiles) {
             write_tile_rows<capability>(src, y0, rows, width, C, p.patch, w, b, y + image * C * h * width);
           } else if (cut) {
           } else if (whole_rows) {
@@ -210,7 +227,7 @@ void run_resize_cpu_with(const Tensor& out, const Tensor& input, const Tensor& w
               }
             }
             out_t* rows_out = y + (image * bands + band) * band_numel;
-            if (p.channels_last) {
+            if (channels_last) {
               cut_patch_rows_channels_last(conv, width, C, p.patch, p.merge, p.temporal, frame_stride, rows_out);
             } else {
               cut_patch_rows(conv, width, C, p.patch, p.merge, p.temporal, frame_stride, rows_out);

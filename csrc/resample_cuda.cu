@@ -3,7 +3,8 @@
 // intermediate); the second pass runs inside the affine's strided kernel as its source (ResampledSource), so each
 // output element is resampled (or, outside the crop's box on a padded canvas, the fill), normalized and stored in its
 // layout by one thread. No host sync, no allocation but
-// the output and that workspace: capturable in a CUDA graph.
+// the output and that workspace (and pitched strips' rows, written before their 2-D copy): capturable in a CUDA
+// graph.
 #include <cuda_runtime.h>
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
@@ -86,12 +87,26 @@ void run_resize_cuda(const Tensor& out, const Tensor& input, const Tensor& weigh
                                                     : last_pass(p, src, strides);
   const auto* w = static_cast<const float*>(weight.const_data_ptr());
   const auto* b = static_cast<const float*>(bias.const_data_ptr());
+  // Strips into a window of wider strips (their C * P rows out_pitch values apart): the kernel writes them
+  // contiguous, in its output order, and one 2-D copy on the stream places the rows (a device-to-device copy at
+  // memory speed; the CPU writes each row in place).
+  const int64_t strip_rows = p.channels * p.patch;
+  const bool pitched = p.patch > 0 && p.patch_layout == PatchLayout::kStrips && p.out_pitch * strip_rows != p.numel;
+  Tensor dest = out;
+  if (pitched) dest = new_contiguous(torch::headeronly::IntHeaderOnlyArrayRef(&p.numel, 1), out.scalar_type(), out);
   // The walker's offsets index the virtual [B, C, canvas_h, canvas_w] image; the output may be T times larger.
   const int64_t resampled = p.batch * p.channels * p.canvas_h * p.canvas_w;
   if (p.numel <= kMax32 && resampled <= kMax32) {
-    launch_resize<uint32_t>(out, p, last, w, b, device, stream);
+    launch_resize<uint32_t>(dest, p, last, w, b, device, stream);
   } else {
-    launch_resize<uint64_t>(out, p, last, w, b, device, stream);
+    launch_resize<uint64_t>(dest, p, last, w, b, device, stream);
+  }
+  if (pitched) {
+    const auto bytes = static_cast<size_t>(out.element_size());
+    const auto length = static_cast<size_t>(p.numel / strip_rows);
+    FIN_CUDA_CHECK(cudaMemcpy2DAsync(out.mutable_data_ptr(), static_cast<size_t>(p.out_pitch) * bytes,
+                                     dest.const_data_ptr(), length * bytes, length * bytes,
+                                     static_cast<size_t>(strip_rows), cudaMemcpyDeviceToDevice, stream));
   }
   // The workspace goes back to the caching allocator on this stream: later work on the stream is ordered
   // after the kernels that read it.

@@ -818,10 +818,17 @@ struct ResampledSource {
 //            resampled frame repeated T times;
 //   clip:    out [B / T * (h / P) * (w / P), C * T * P * P], the B images are frames of clips and each T
 //            consecutive ones are the T frames of one temporal patch (frame t of a group in slot t);
-//   channels_last: the same rows, each laid out [T, P, P, C] (Gemma 4's and LFM2-VL's patches) instead of
-//            [C, T, P, P]: the one change is the order the layout walks, so every backend writes it directly.
+//   channels last: the same rows, each laid out [T, P, P, C] (Gemma 4's and LFM2-VL's patches) instead of
+//            [C, T, P, P]: the one change is the order the layout walks, so every backend writes it directly;
+//   strips:  out [C, P, B * (h / P) * (w / P) * P] (T and m 1), MiniCPM-V's NaViT strips: row (c, y) holds
+//            pixel row y of every patch's channel c, the patches in raster order, one after another. Its rows
+//            may be pitched (out_pitch values apart, a window of a wider strips tensor: the views of one
+//            MiniCPM-V call side by side); the layout walks them as if contiguous.
 // An input already at the output size is copied (the crop of it), as both references do: the same op, so
 // that the layout and the affine stay one pass.
+// The layouts of patch rows (the op's fourth value of `patches`).
+enum class PatchLayout : int64_t { kChannelsFirst = 0, kChannelsLast = 1, kStrips = 2 };
+
 struct ResizePlan {
   int64_t batch, channels, in_h, in_w;
   int64_t out_h, out_w;               // the resampled image (before the crop)
@@ -836,7 +843,8 @@ struct ResizePlan {
   ResampleFilter filter;
   int64_t temporal, patch, merge;  // patch == 0: planar output
   bool clip;                       // patches from groups of T frames (B divisible by T), not one frame T times
-  bool channels_last;              // patch rows [T, P, P, C], not [C, T, P, P]
+  PatchLayout patch_layout;        // with patch > 0: the rows' layout (the op's fourth value of patches)
+  int64_t out_pitch;               // strips: values from one row of out to the next (>= its length)
   bool float_input;                // the input is float32 (the float32 bilinear only), not uint8
   StridedLayout layout;            // output order -> offsets into the virtual [B, C, crop_h, crop_w]
   int64_t numel;                   // of the output
@@ -893,7 +901,13 @@ inline std::vector<int64_t> finish_resize_plan(ResizePlan& p) {
     // row, merge col, channel, frame (the one resampled frame T times: stride 0; clip: the group's frames,
     // consecutive images of the virtual [B, C, h, w]), patch row, patch col.
     const int64_t frame = p.clip ? C * h * w : 0, group = p.clip ? T * C * h * w : C * h * w;
-    if (p.channels_last) {  // each row's channel innermost: frame, patch row, patch col, channel
+    if (p.patch_layout == PatchLayout::kStrips) {
+      // channel, patch row, image, grid row, then grid col and patch col (one run of the image's row)
+      out_shape = {C, P, B * gh * gw * P};
+      const int64_t sizes[5] = {C, P, B, gh, w}, strides[5] = {h * w, w, C * h * w, P * w, 1};
+      build_strided_layout(5, sizes, strides, 0, &p.layout);
+    } else if (p.patch_layout == PatchLayout::kChannelsLast) {
+      // each row's channel innermost: frame, patch row, patch col, channel
       const int64_t sizes[9] = {groups, gh, gw, m, m, T, P, P, C};
       const int64_t strides[9] = {group, factor * w, factor, P * w, P, frame, w, 1, h * w};
       build_strided_layout(9, sizes, strides, 8, &p.layout);

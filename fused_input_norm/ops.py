@@ -95,8 +95,10 @@ def resize_affine_out(
     [B, C, height, width], or Qwen-VL patch rows when `patches` = (temporal_patch_size, patch_size,
     merge_size): each image's rows [B * gh * gw, C * T * P * P], its one frame repeated T times, or with
     `clip=True` the B images are frames of clips and each T consecutive ones form one temporal patch
-    ([B / T * gh * gw, C * T * P * P]; B must be a multiple of T). A fourth value of `patches`, channels_last 1
-    (0: the default), lays each row out [T, P, P, C] (Gemma 4's and LFM2-VL's patches) instead of [C, T, P, P].
+    ([B / T * gh * gw, C * T * P * P]; B must be a multiple of T). A fourth value of `patches` is the layout:
+    0 (the default) rows [C, T, P, P]; 1 rows [T, P, P, C] (Gemma 4's and LFM2-VL's patches); 2 MiniCPM-V's
+    NaViT strips [C, P, B * gh * gw * P] (T and merge_size 1), row (c, y) row y of every patch's channel c in
+    raster order, where `out` may also be a window of wider strips (strides (P * pitch, pitch, 1)).
     `vertical_first` is the reference's pass order (fused_input_norm.resize.vertical_first).
     `pad` = (canvas_height, canvas_width, top, left, fill) places the crop at (top, left) on a canvas of the
     byte `fill` (0-255, every channel), which goes through the same affine (as transformers pads the uint8
@@ -365,12 +367,18 @@ def _resize_affine_out_fake(
             )
         shape = [batch, channels, h, w]
     else:
-        if len(patches) not in (3, 4) or min(patches[:3]) < 1 or list(patches[3:]) not in ([], [0], [1]):
+        if len(patches) not in (3, 4) or min(patches[:3]) < 1 or list(patches[3:]) not in ([], [0], [1], [2]):
             raise ValueError(
                 f"{_RESIZE_OP}: patches must be empty or (temporal_patch_size, patch_size, merge_size) >= 1 and "
-                f"optionally channels_last 0 or 1, got {list(patches)}"
+                f"optionally a layout, 0 (channels first), 1 (channels last) or 2 (strips), got {list(patches)}"
             )
         t, p, m = patches[:3]
+        strips = list(patches[3:]) == [2]
+        if strips and (t != 1 or m != 1 or clip):
+            raise ValueError(
+                f"{_RESIZE_OP}: strips (layout 2) are of single patches: temporal_patch_size and merge_size must be "
+                f"1 and clip False, got patches {list(patches)}{' and clip True' if clip else ''}"
+            )
         if max(p * m, channels * t * p * p) >= 1 << 63:
             raise ValueError(f"{_RESIZE_OP}: patches {list(patches)} overflow the output's row length")
         if h % (p * m) or w % (p * m):
@@ -384,7 +392,10 @@ def _resize_affine_out_fake(
                 "the clip with its last frame)"
             )
         groups = batch // t if clip else batch
-        shape = [groups * (h // p) * (w // p), channels * t * p * p]
+        if strips:
+            shape = [channels, p, batch * (h // p) * (w // p) * p]
+        else:
+            shape = [groups * (h // p) * (w // p), channels * t * p * p]
     if out.device != input.device:
         raise RuntimeError(f"{_RESIZE_OP}: out must be on input's device {input.device}, got {out.device}")
     if out.dtype not in RESIZE_OUTPUT_DTYPES:
@@ -393,7 +404,14 @@ def _resize_affine_out_fake(
         )
     if list(out.shape) != shape:
         raise ValueError(f"{_RESIZE_OP}: out must have shape {shape}, got {list(out.shape)}")
-    if not out.is_contiguous():
+    if len(patches) == 4 and patches[3] == 2 and not out.is_contiguous():
+        pitch = out.stride(1)
+        if out.stride(2) != 1 or pitch < shape[2] or out.stride(0) != shape[1] * pitch:
+            raise ValueError(
+                f"{_RESIZE_OP}: out must be contiguous, or for strips a window of wider strips (strides "
+                f"({shape[1]} * pitch, pitch, 1), pitch >= {shape[2]}), got stride {list(out.stride())}"
+            )
+    elif not out.is_contiguous():
         raise ValueError(f"{_RESIZE_OP}: out must be contiguous, got stride {list(out.stride())}")
     if any(t is not None and _may_overlap(out, t) for t in (input, weight, bias, row_plan, col_plan)):
         raise ValueError(

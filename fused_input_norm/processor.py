@@ -191,21 +191,30 @@ class FusedImageProcessor:
             scratch = output_pool.empty((source.shape[0], *stage.size), torch.uint8, self.device)
             self._resize(scratch[None], source, stage.box, byte_weight, byte_bias, stage.size, (0, 0, *stage.size))
             stages.append(scratch)
-        out = output_pool.empty(plan.shape, out_dtype, self.device)
-        slots = out.flatten(0, plan.slot_dims - 1)
-        # base.Plan.channel_last: the kernel lays each patch row out [P, P, C] itself (the fourth value of patches)
-        layout = (1,) if plan.channel_last else ()
+        # The kernel writes the patch rows in the plan's layout (the op's fourth value of patches, base.Plan):
+        # channel-last rows [P, P, C], or each job's strips into its window of the call's [1, C, P, rows * P].
+        layout = (1,) if plan.channel_last else (2,) if plan.strips else ()
+        if plan.strips:
+            rows, channel, patch, _ = plan.shape
+            out = output_pool.empty((1, channel, patch, rows * patch), out_dtype, self.device)
+        else:
+            out = output_pool.empty(plan.shape, out_dtype, self.device)
+            slots = out.flatten(0, plan.slot_dims - 1)
         for job in plan.jobs:
             start, stop = job.slots
-            dest = slots[start:stop]
-            patches = job.patches
-            if patches:  # the slots are rows: one patch (or tile) of the resized box each
-                dest = dest.view(stop - start, -1)
-                patches = (*patches, *layout)
+            patches = (*job.patches, *layout) if job.patches else ()
+            if plan.strips:  # the job's window of the strips
+                dest = out[0, :, :, start * patch : stop * patch]
+            elif patches:  # the slots are rows: one patch (or tile) of the resized box each
+                dest = slots[start:stop].view(stop - start, -1)
+            else:
+                dest = slots[start:stop]
             self._resize(dest, pixels(job.image), job.box, weight, bias, job.size, job.crop, patches, job.pad)
         if stepwise:  # then mean subtracted and std divided, each rounded to the steps' dtype, as transformers does
             if plan.channel_last:  # the channel innermost in each row
                 dim, channels = plan.slot_dims + 1, out.view(*plan.shape[: plan.slot_dims], -1, self.norm.channel)
+            elif plan.strips:
+                dim, channels = 1, out.view(1, self.norm.channel, -1)
             else:
                 dim, channels = plan.slot_dims, out.view(*plan.shape[: plan.slot_dims + 1], -1)
             ops.affine_out(channels, channels, *self._subtract, dim)  # x * 1 - m: one rounding, as x - m
@@ -217,9 +226,6 @@ class FusedImageProcessor:
                 top, left, height, width = box
                 region = region[..., top : top + height, left : left + width]
             region.zero_()
-        if plan.strips:  # rows [C, P, P] as the kernel wrote them, to [1, C, P, rows * P] (base.Plan)
-            rows, channel, patch, _ = plan.shape
-            out = out.permute(1, 2, 0, 3).reshape(1, channel, patch, rows * patch)
         return {"pixel_values": out.to(visual_dtype), **plan.extras}
 
     def _resize(self, dest, pixels, box, weight, bias, size, crop, patches=(), pad=()) -> None:

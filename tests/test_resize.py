@@ -862,15 +862,59 @@ OP_BAD = [
         "patches-length-2",
         op(patches=[2, 14]),
         ValueError,
-        r"patches must be empty or \(temporal_patch_size, patch_size, merge_size\) >= 1 and optionally channels_last 0 "
-        r"or 1, got \[2, 14\]",
+        r"patches must be empty or \(temporal_patch_size, patch_size, merge_size\) >= 1 and optionally a layout, 0 "
+        r"\(channels first\), 1 \(channels last\) or 2 \(strips\), got \[2, 14\]",
     ),
     ("patches-zero", op(patches=[2, 0, 2]), ValueError, r"patches must be empty or"),
     (
-        "patches-channels-last-2",
+        "patches-layout-3",
+        op(patches=[1, 5, 2, 3]),
+        ValueError,
+        r"0 \(channels first\), 1 \(channels last\) or 2 \(strips\), got \[1, 5, 2, 3\]",
+    ),
+    (
+        "strips-merge-2",
         op(patches=[1, 5, 2, 2]),
         ValueError,
-        r"optionally channels_last 0 or 1, got \[1, 5, 2, 2\]",
+        r"strips \(layout 2\) are of single patches: temporal_patch_size and merge_size must be 1 and clip False, "
+        r"got patches \[1, 5, 2, 2\]",
+    ),
+    ("strips-temporal-2", op(patches=[2, 5, 1, 2]), ValueError, r"strips \(layout 2\) are of single patches"),
+    (
+        "strips-clip",
+        op(patches=[1, 5, 1, 2], clip=True),
+        ValueError,
+        r"got patches \[1, 5, 1, 2\] and clip True",
+    ),
+    (
+        "strips-out-shape",
+        op(patches=[1, 5, 1, 2], out=torch.full((3, 5, 60), SENTINEL)),
+        ValueError,
+        r"out must have shape \[3, 5, 120\], got \[3, 5, 60\]",
+    ),
+    (
+        "strips-out-not-a-window",
+        op(patches=[1, 5, 1, 2], out=torch.full((3, 5, 600), SENTINEL)[:, :, ::5]),
+        ValueError,
+        r"out must be contiguous, or for strips a window of wider strips",
+    ),
+    (
+        "strips-out-rows-overlap",
+        op(patches=[1, 5, 1, 2], out=torch.full((1600,), SENTINEL).as_strided((3, 5, 120), (500, 100, 1))),
+        ValueError,
+        r"a window of wider strips \(strides \(5 \* pitch, pitch, 1\), pitch >= 120\), got stride \[500, 100, 1\]",
+    ),
+    (
+        "strips-out-uneven-pitch",
+        op(patches=[1, 5, 1, 2], out=torch.full((3, 6, 130), SENTINEL)[:, :5, :120]),
+        ValueError,
+        r"got stride \[780, 130, 1\]",
+    ),
+    (
+        "rows-out-strided",
+        op(patches=[1, 5, 1, 1], out=torch.full((24, 150), SENTINEL)[:, :75]),
+        ValueError,
+        r"out must be contiguous, got stride \[150, 1\]",
     ),
     ("patches-length-5", op(patches=[1, 5, 2, 1, 0]), ValueError, r"patches must be empty or"),
     (
@@ -1386,6 +1430,66 @@ def test_channels_last_patch_rows_hold_the_channel_first_rows_values(geometry, d
         resize_affine_out(first, *args, False, list(geometry), clip)
         resize_affine_out(last, *args, False, [*geometry, 1], clip)
         assert torch.equal(last, channels_last_rows(first, 3, p)), (clip, dtype)
+
+
+@pytest.mark.parametrize("patch", [14, 16, 5])
+@pytest.mark.parametrize("reference", REFERENCES)
+def test_strips_are_the_reference_bytes_so_laid_out_in_their_window(reference, patch):
+    """patches with layout 2: MiniCPM-V's NaViT strips, row (c, y) the row y of every patch's channel c in raster
+    order (a batch of two, a crop), written into a window of wider strips (the others' values untouched), and into
+    a contiguous out."""
+    chw = to_chw(photo("coffee"))
+    batch = torch.stack([chw, chw.flip(-1)])
+    size = (patch * 9 + 5, patch * 13 + 2)
+    crop = (2, patch, patch * 8, patch * 11)
+    top, left, h, w = crop
+    frames = torch.stack(
+        [
+            reference_resize(reference, np.ascontiguousarray(image.permute(1, 2, 0)), size, "bicubic")[
+                :, top : top + h, left : left + w
+            ]
+            for image in batch
+        ]
+    )
+    # channel, patch row, image, grid row, grid col, patch col
+    expected = frames.reshape(2, 3, h // patch, patch, w // patch, patch).permute(1, 3, 0, 2, 4, 5)
+    expected = expected.reshape(3, patch, -1).to(torch.uint8)
+    length = expected.shape[-1]
+    wider = torch.full((1, 3, patch, length + 7 * patch), 77, dtype=torch.uint8)
+    window = wider[0, :, :, 3 * patch : 3 * patch + length]
+    plans = [resample_plan(n, out, "bicubic", reference) for n, out in ((400, size[0]), (600, size[1]))]
+    first = vertical_first(pil_rule(reference), 400, 600, *size)
+    args = (batch, torch.ones(3), torch.zeros(3), *plans, size, crop, "bicubic", first, [1, patch, 1, 2])
+    resize_affine_out(window, *args)
+    assert torch.equal(window, expected)
+    outside = torch.cat([wider[..., : 3 * patch], wider[..., 3 * patch + length :]], dim=-1)
+    assert (outside == 77).all()
+    contiguous = torch.empty_like(expected)
+    resize_affine_out(contiguous, *args)
+    assert torch.equal(contiguous, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_strips_hold_the_channel_first_rows_values(dtype):
+    """With a normalizing affine, in each float dtype, two views side by side in one strips tensor (MiniCPM-V's
+    source view and a slice): the channel-first rows (checked against the references above) laid out by torch."""
+    chw, patch = to_chw(photo("astronaut")), 14
+    weight, bias = torch.tensor([0.0145, 0.0150, 0.0142]), torch.tensor([-1.79, -1.75, -1.48])
+    views = [((patch * 20, patch * 20), None), ((patch * 10, patch * 12), (0, 0, 256, 300))]
+    counts = [(h // patch) * (w // patch) for (h, w), _ in views]
+    strips = torch.full((1, 3, patch, sum(counts) * patch), 7.0, dtype=dtype)
+    start = 0
+    for ((h, w), box), n in zip(views, counts, strict=True):
+        image = chw if box is None else chw[:, box[0] : box[0] + box[2], box[1] : box[1] + box[3]]
+        in_h, in_w = image.shape[-2:]
+        plans = [resample_plan(a, b, "bicubic", "torchvision") for a, b in ((in_h, h), (in_w, w))]
+        args = (image[None], weight, bias, *plans, (h, w), (0, 0, h, w), "bicubic", False)
+        rows = torch.empty(n, 3 * patch * patch, dtype=dtype)
+        resize_affine_out(rows, *args, [1, patch, 1])
+        resize_affine_out(strips[0, :, :, start * patch : (start + n) * patch], *args, [1, patch, 1, 2])
+        expected = rows.view(n, 3, patch, patch).permute(1, 2, 0, 3).reshape(3, patch, n * patch)
+        assert torch.equal(strips[0, :, :, start * patch : (start + n) * patch], expected), (dtype, n)
+        start += n
 
 
 def test_uint8_output_rounds_and_clamps_the_affine():

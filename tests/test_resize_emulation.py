@@ -78,12 +78,12 @@ def emulate(
     pad=(),
     cpu=None,
     planar=False,
-    channels_last=False,
+    layout=0,
 ):  # image_hwc: uint8, or float32 for the float32 filters (--float-input)
     """The emulated kernels' output for an HWC uint8 image: [C, h, w] float32 (the canvas's sides with `pad`
     = (canvas_h, canvas_w, top, left, fill)), or patch rows. `cpu`: a CPU capability; the CPU op's kernels at
     that capability instead, in bands of `threads` rows. `planar`: the image handed over as [C, H, W].
-    `channels_last`: patch rows laid out [T, P, P, C]."""
+    `layout`: the op's layout of patch rows, 1 [T, P, P, C], 2 strips [C, P, patches * P]."""
     height, width, channels = image_hwc.shape
     crop = crop or (0, 0, *size)
     rule = pil_rule(reference)
@@ -94,12 +94,14 @@ def emulate(
     args = [channels, height, width, int(not planar), *size, FILTERS[resample], int(reference == "torchvision")]
     args += [int(first), *crop, *patches, threads, *pad]
     flags = (["--cpu"] if cpu else []) + (["--float-input"] if image_hwc.dtype == np.float32 else [])
-    flags += ["--channels-last"] if channels_last else []
+    flags += {0: [], 1: ["--channels-last"], 2: ["--strips"]}[layout]
     command = [*RUNNER, str(emulator), *flags, str(image_file), *map(str, args), str(out_file)]
     env = {**os.environ, "FUSED_INPUT_NORM_CPU_CAPABILITY": cpu} if cpu else None
     subprocess.run(command, check=True, timeout=300, env=env)
     values = np.fromfile(out_file, dtype=np.float32)
     if patches[1]:
+        if layout == 2:
+            return values.reshape(channels, patches[1], -1)
         return values.reshape(-1, channels * patches[0] * patches[1] ** 2)
     return values.reshape(channels, *(pad[:2] if pad else crop[2:]))
 
@@ -180,9 +182,15 @@ def test_emulated_crop_and_patch_rows(emulator, tmp_path):
     assert (rows == expected.reshape(rows.shape).numpy()).all()
     # The same rows laid out [T, P, P, C] (Gemma 4's, LFM2-VL's): the layout's other order, from the same threads.
     geometry = (temporal, patch, merge)
-    rows = emulate(emulator, tmp_path, image, size, "bicubic", "pil", patches=geometry, threads=5, channels_last=True)
+    rows = emulate(emulator, tmp_path, image, size, "bicubic", "pil", patches=geometry, threads=5, layout=1)
     expected = frames.reshape(1, temporal, 3, gh, merge, patch, gw, merge, patch).permute(0, 3, 6, 4, 7, 1, 5, 8, 2)
     assert (rows == expected.reshape(rows.shape).numpy()).all()
+    # MiniCPM-V's strips of the crop (single patches): channel c's row y holds row y of every patch, in raster order.
+    strips = emulate(emulator, tmp_path, image, size, "bicubic", "pil", crop, (1, patch, 1), threads=5, layout=2)
+    top, left, h, w = crop
+    patches = torch.from_numpy(full[:, top : top + h, left : left + w]).reshape(3, h // patch, patch, w // patch, patch)
+    expected = patches.permute(0, 2, 1, 3, 4).reshape(3, patch, -1)
+    assert (strips == expected.numpy()).all()
 
 
 def padded(pixels: np.ndarray, pad) -> np.ndarray:

@@ -148,8 +148,7 @@ class Plan:
     channel_last: bool = False
     # The slots are patch rows (Job.patches (1, P, 1)), shape (rows, C, P, P), and the output is MiniCPM-V's
     # NaViT strips [1, C, P, rows * P] (each channel's row i of every patch, one after another): the kernel
-    # writes the rows [C, P, P] and the core permutes them in one copy at the end (the op writes a contiguous
-    # output, and a job's strips are not: they interleave with every other job's).
+    # writes each job's strips into its window of them (the op's strips layout); no zero slots.
     strips: bool = False
 
 

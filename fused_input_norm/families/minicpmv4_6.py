@@ -102,7 +102,7 @@ def sliced_grid(height: int, width: int, max_slices: int, scale: int) -> tuple[i
 
 def plan(s, shapes: list, where: str) -> Plan:
     """Per image its source view, then its slices row by row; each view one job of patch rows (merge 1) into
-    the next rows, which Plan.strips lays out as the strips."""
+    the next rows, which Plan.strips has the kernel write as the strips."""
     o, patch = s.options, s.patch_size
     scale, block = o["scale_resolution"], patch * o["merge"]
     jobs, target_sizes, grids, views = [], [], [], []

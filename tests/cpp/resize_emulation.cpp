@@ -15,6 +15,7 @@
 //                                    runs where torch cannot (cross-built, under qemu-aarch64:
 //                                    scripts/check_aarch64.sh).
 //   resize_emulation --channels-last ARGS...   patch rows laid out [T, P, P, C] (P > 0), not [C, T, P, P].
+//   resize_emulation --strips ARGS...   MiniCPM-V's strips [C, P, patches * P] (P > 0, T and M 1).
 //   resize_emulation [--cpu] --float-input ARGS...   IN holds float32 values, not bytes (torch's float32
 //                                    filters, 6 to 9, only: they read a float32 input as the op does).
 //   resize_emulation --capabilities  the CPU capabilities this machine runs, one per line.
@@ -133,14 +134,17 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  bool cpu = false, float_input = false, channels_last = false;
+  bool cpu = false, float_input = false;
+  fin::PatchLayout layout = fin::PatchLayout::kChannelsFirst;
   for (; argc > 1; ++argv, --argc) {
     if (std::strcmp(argv[1], "--cpu") == 0) {
       cpu = true;
     } else if (std::strcmp(argv[1], "--float-input") == 0) {
       float_input = true;
     } else if (std::strcmp(argv[1], "--channels-last") == 0) {
-      channels_last = true;
+      layout = fin::PatchLayout::kChannelsLast;
+    } else if (std::strcmp(argv[1], "--strips") == 0) {
+      layout = fin::PatchLayout::kStrips;
     } else {
       break;
     }
@@ -182,7 +186,7 @@ int main(int argc, char** argv) {
   plan.temporal = a[13];
   plan.patch = a[14];
   plan.merge = a[15];
-  plan.channels_last = channels_last;
+  plan.patch_layout = layout;
   const int64_t threads = a[16];
   if (argc == 25) {  // otherwise canvas_h stays 0: the canvas is the crop (finish_resize_plan)
     plan.canvas_h = a[17];

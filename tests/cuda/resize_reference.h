@@ -133,7 +133,10 @@ inline fin::ResizePlan make_resize_plan(const Image& in, const ResizeJob& j, con
   p.strides = in.s;
   p.filter = j.filter;
   p.vertical_first = j.vertical_first;
-  if (j.patches) p.temporal = 2, p.patch = j.patch, p.merge = 2, p.clip = j.clip, p.channels_last = j.channels_last;
+  if (j.patches) {
+    p.temporal = 2, p.patch = j.patch, p.merge = 2, p.clip = j.clip;
+    p.patch_layout = j.channels_last ? fin::PatchLayout::kChannelsLast : fin::PatchLayout::kChannelsFirst;
+  }
   p.row_plan = rows;
   p.col_plan = cols;
   p.canvas_h = j.pad[0], p.canvas_w = j.pad[1], p.pad_top = j.pad[2], p.pad_left = j.pad[3], p.fill = j.pad[4];
@@ -174,9 +177,10 @@ std::vector<out_t> expected_output(const fin::ResizePlan& p, const std::vector<u
       const int64_t mw = row % m, mh = row / m % m, x0 = row / (m * m) % gw, y0 = row / (m * m * gw) % gh;
       const int64_t g = row / (m * m * gw * gh);
       for (int64_t col = 0; col < row_len; ++col) {
-        const int64_t inner = p.channels_last ? col / C : col;  // col without the channel
+        const bool last = p.patch_layout == fin::PatchLayout::kChannelsLast;
+        const int64_t inner = last ? col / C : col;  // col without the channel
         const int64_t px = inner % P, py = inner / P % P, t = inner / (P * P) % T;
-        const int64_t c = p.channels_last ? col % C : col / (P * P * T);
+        const int64_t c = last ? col % C : col / (P * P * T);
         const int64_t b = p.clip ? g * T + t : g;  // an image: every frame is the same one
         e[row * row_len + col] = value(R(b, c, (y0 * m + mh) * P + py, (x0 * m + mw) * P + px), c);
       }
