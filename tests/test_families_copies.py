@@ -1,12 +1,14 @@
 """The classes served by the family they copy, against transformers itself, both backends: CohereCompass's
 image processor (Qwen2-VL's code) and video processor (Qwen3-VL's), GLM-4.6V's / GLM-OCR's image processor
-(GLM-4.1V's), ERNIE-4.5-VL's (the ernie4_5_vl family: Qwen2-VL's code, its own defaults) and PaddleOCR-VL's (the
-paddleocr_vl family: raster patches, its own smart_resize). FusedHFImageProcessor(upstream) against upstream on
+(GLM-4.1V's), ERNIE-4.5-VL's (the ernie4_5_vl family: Qwen2-VL's code, its own defaults), PaddleOCR-VL's (the
+paddleocr_vl family: raster patches, its own smart_resize) and Cosmos-3 Edge's (the cosmos3_edge family: Qwen2-VL's
+plan with its own scale-up of small images, rows channel-last). FusedHFImageProcessor(upstream) against upstream on
 real photos (wide, tall, thin, tiny, a batch), the class defaults, the checkpoints' configs and per-call kwargs,
 float32 within 1e-6 and the resized bytes (do_rescale / do_normalize off) equal, strict: a call handed back to
 transformers fails. FusedImageProcessor from each checkpoint's config, and PaddleOCR-VL's sizes against its
-smart_resize over many shapes. The EQUALITY lines (pytest -s) are the equality table."""
+smart_resize over many shapes, Cosmos-3 Edge's likewise. The EQUALITY lines (pytest -s) are the equality table."""
 
+import logging
 import random
 
 import numpy as np
@@ -17,12 +19,13 @@ from test_families_glm_gemma import GLM_CHECKPOINT
 
 from fused_input_norm import FusedImageProcessor
 from fused_input_norm import config as configs
-from fused_input_norm.families import paddleocr_vl
+from fused_input_norm.families import cosmos3_edge, paddleocr_vl
 from fused_input_norm.hf_adapter import FusedHFImageProcessor, FusedHFVideoProcessor
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test-only dependency, not installed")
 pytest.importorskip("skimage.data", reason="scikit-image (real photos) is not installed")
 paddle_hf = pytest.importorskip("transformers.models.paddleocr_vl.image_processing_paddleocr_vl")
+cosmos_hf = pytest.importorskip("transformers.models.cosmos3_edge.image_processing_cosmos3_edge")
 
 CLIP = {"image_mean": [0.48145466, 0.4578275, 0.40821073], "image_std": [0.26862954, 0.26130258, 0.27577711]}
 # The configs as the checkpoints ship them (preprocessor_config.json), less the type keys.
@@ -59,7 +62,16 @@ COPIES = {
         {},
         {"size": {"shortest_edge": 3136, "longest_edge": 250000}, "merge_size": 1, "temporal_patch_size": 2},
     ),
+    "cosmos3_edge": ("Cosmos3EdgeImageProcessor", "cosmos3_edge", {}, {}),
+    "cosmos3_edge-call": (
+        "Cosmos3EdgeImageProcessor",
+        "cosmos3_edge",
+        {},
+        {"size": {"shortest_edge": 3136, "longest_edge": 150000}, "patch_size": 14, "merge_size": 1},
+    ),
 }
+# The families with their own branch for a side under the factor (the others' rounding makes none of it).
+THIN = ("paddleocr_vl", "cosmos3_edge")
 
 
 def photos() -> dict[str, np.ndarray]:
@@ -89,7 +101,7 @@ def test_copies_match_transformers(monkeypatch, copy, reference, dtype):
         kwargs = {**kwargs, "do_rescale": False, "do_normalize": False}
     images = [as_input(reference, hwc) for hwc in [*PHOTOS.values(), PHOTOS["wide"]]]
     for case, batch in [*((c, [im]) for c, im in zip(PHOTOS, images, strict=False)), ("batch", images)]:
-        if case in ("thin",) and kind != "paddleocr_vl":
+        if case in ("thin",) and kind not in THIN:
             continue  # ratio 20: in every family's bounds, but Qwen2-VL's rounding makes no new branch of it
         expected = upstream(name, reference, config)(batch, return_tensors="pt", **kwargs)
         ours = FusedHFImageProcessor(upstream(name, reference, config))
@@ -141,6 +153,41 @@ def test_paddle_sizes_match_its_smart_resize():
                 paddleocr_vl.smart_size(s, "image", h, w, "test")
             continue
         assert paddleocr_vl.smart_size(s, "image", h, w, "test") == want, (h, w)
+
+
+def test_cosmos3_edge_sizes_match_its_smart_resize():
+    """The family's sizes against transformers' Cosmos-3 Edge resize rule (its smart_resize after the scale-up of
+    a side under the factor) over thousands of shapes, thin and tiny ones and both ends of a budget included."""
+    rng = random.Random(44)
+    s = configs.resolve({"image_processor_type": "Cosmos3EdgeImageProcessor", "patch_size": 14}, "test")
+    low, high = s.size["shortest_edge"], s.size["longest_edge"]
+    for _ in range(4000):
+        h, w = (
+            rng.choice([rng.randint(1, 40), rng.randint(1, 3000)]),
+            rng.choice([rng.randint(1, 40), rng.randint(1, 3000)]),
+        )
+        try:
+            want = cosmos_hf.smart_resize(1, h, w, 1, 28, low, high)
+        except ValueError:
+            with pytest.raises(ValueError, match="aspect ratio"):
+                cosmos3_edge.smart_size(s, "image", h, w, "test")
+            continue
+        assert cosmos3_edge.smart_size(s, "image", h, w, "test") == want, (h, w)
+
+
+def test_cosmos3_edge_with_temporal_patches_is_the_generic_paths(caplog):
+    """temporal_patch_size 2 (each row value repeated twice in a row): no family move, so the generic path serves
+    it (transformers' own code with the package's resize), says so, and equals transformers."""
+    image = as_input("torchvision", PHOTOS["wide"])
+    expected = transformers.Cosmos3EdgeImageProcessor(temporal_patch_size=2)([image], return_tensors="pt")
+    with caplog.at_level(logging.INFO):
+        ours = FusedHFImageProcessor(transformers.Cosmos3EdgeImageProcessor(temporal_patch_size=2))
+        got = ours([image], return_tensors="pt")
+    said = [r.getMessage() for r in caplog.records if "serves this call" in r.getMessage()]
+    assert len(said) == 1 and "the generic path serves this call" in said[0], said
+    assert "temporal_patch_size 2 is not implemented" in said[0], said
+    assert isinstance(ours, transformers.Cosmos3EdgeImageProcessor)
+    assert_same(got, expected, "cosmos3_edge temporal_patch_size 2")
 
 
 def test_cohere_compass_video_matches_transformers(monkeypatch):

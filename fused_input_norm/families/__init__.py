@@ -7,6 +7,7 @@ from types import ModuleType
 from . import (
     clip,
     cohere2_vision,
+    cosmos3_edge,
     deepseek_ocr,
     deepseek_v4,
     deepseek_vl2,
@@ -51,6 +52,7 @@ FAMILIES: dict[str, ModuleType] = {
         llama4,
         idefics3,
         ernie4_5_vl,
+        cosmos3_edge,
         paddleocr_vl,
         deepseek_ocr,
         deepseek_v4,

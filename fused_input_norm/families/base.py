@@ -143,8 +143,8 @@ class Plan:
     # height, width) boxes of those [C, H, W] slots.
     zero: list[tuple[int, ...]] = dataclasses.field(default_factory=list)
     stages: list[Stage] = dataclasses.field(default_factory=list)  # images len(images) + k, before the jobs
-    # The slots are patch rows (Job.patches (1, P, 1)) laid out channel-last, [P, P, C] (Gemma 4, LFM2-VL): the
-    # kernel writes them so (the resize op's patches with channels_last).
+    # The slots are patch rows (Job.patches (1, P, m)) laid out channel-last, [P, P, C] (Gemma 4, LFM2-VL,
+    # Cosmos-3 Edge): the kernel writes them so (the resize op's patches with layout 1).
     channel_last: bool = False
     # The slots are patch rows (Job.patches (1, P, 1)), shape (rows, C, P, P), and the output is MiniCPM-V's
     # NaViT strips [1, C, P, rows * P] (each channel's row i of every patch, one after another): the kernel

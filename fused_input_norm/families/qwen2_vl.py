@@ -67,7 +67,7 @@ def patch_sizes(where: str, get, keys: tuple[str, ...] = KEYS) -> dict:
 
 
 def plan(s, shapes: list, where: str) -> Plan:
-    return patch_rows(s, shapes, where, _smart_size)
+    return patch_rows(s, shapes, where, smart_size)
 
 
 def patch_rows(s, shapes: list, where: str, smart_size, unresized=None, merge: int | None = None) -> Plan:
@@ -104,7 +104,7 @@ def _unresized(s, name: str, height: int, width: int, where: str) -> tuple[int, 
     return height, width
 
 
-def _smart_size(s, name: str, height: int, width: int, where: str) -> tuple[int, int]:
+def smart_size(s, name: str, height: int, width: int, where: str) -> tuple[int, int]:
     if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
         raise ValueError(
             f"{where}: {name} of size {height}x{width} has an aspect ratio over {MAX_ASPECT_RATIO}, which "
