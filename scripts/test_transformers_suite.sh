@@ -44,7 +44,7 @@ if [ -n "${TRANSFORMERS_SRC:-}" ]; then
   FILES=()
   for model in qwen2_vl qwen3_vl clip siglip glm4v gemma3 got_ocr2 internvl llava_onevision idefics3 smolvlm llama4 \
     pixtral gemma4 gemma4_unified llava_next llava_next_video paddleocr_vl cohere_compass lfm2_vl minicpmv4_6 \
-    cohere2_vision cosmos3_edge glm5_next; do
+    cohere2_vision cosmos3_edge glm5_next blip; do
     for kind in image video; do
       file="tests/models/$model/test_${kind}_processing_$model.py"
       if [ -f "$TRANSFORMERS_SRC/$file" ]; then FILES+=("$file"); fi

@@ -1,8 +1,9 @@
 """The classes served by the family they copy, against transformers itself, both backends: CohereCompass's
 image processor (Qwen2-VL's code) and video processor (Qwen3-VL's), GLM-4.6V's / GLM-OCR's image processor
 (GLM-4.1V's), ERNIE-4.5-VL's (the ernie4_5_vl family: Qwen2-VL's code, its own defaults), PaddleOCR-VL's (the
-paddleocr_vl family: raster patches, its own smart_resize) and Cosmos-3 Edge's (the cosmos3_edge family: Qwen2-VL's
-plan with its own scale-up of small images, rows channel-last). FusedHFImageProcessor(upstream) against upstream on
+paddleocr_vl family: raster patches, its own smart_resize), Cosmos-3 Edge's (the cosmos3_edge family: Qwen2-VL's
+plan with its own scale-up of small images, rows channel-last) and BLIP's (the blip family: SigLIP's steps, its own
+defaults, an int size a square). FusedHFImageProcessor(upstream) against upstream on
 real photos (wide, tall, thin, tiny, a batch), the class defaults, the checkpoints' configs and per-call kwargs,
 float32 within 1e-6 and the resized bytes (do_rescale / do_normalize off) equal, strict: a call handed back to
 transformers fails. FusedImageProcessor from each checkpoint's config, and PaddleOCR-VL's sizes against its
@@ -42,6 +43,9 @@ PADDLE = {  # PaddlePaddle/PaddleOCR-VL
     "merge_size": 2,
 }
 ERNIE = {"size": {"shortest_edge": 3136, "longest_edge": 4816894}, "patch_size": 14, "merge_size": 2, **CLIP}
+# Salesforce/blip2-opt-2.7b
+BLIP2 = {"do_convert_rgb": True, "resample": 3, "rescale_factor": 0.00392156862745098, **CLIP}
+BLIP2 |= {"size": {"height": 224, "width": 224}, "do_normalize": True, "do_rescale": True, "do_resize": True}
 # name -> (transformers' class name, its family's kind, the upstream's config, a call's kwargs)
 COPIES = {
     "cohere_compass": ("CohereCompassImageProcessor", "qwen2_vl", {}, {}),
@@ -63,6 +67,9 @@ COPIES = {
         {"size": {"shortest_edge": 3136, "longest_edge": 250000}, "merge_size": 1, "temporal_patch_size": 2},
     ),
     "cosmos3_edge": ("Cosmos3EdgeImageProcessor", "cosmos3_edge", {}, {}),
+    "blip": ("BlipImageProcessor", "blip", {}, {}),
+    "blip2-checkpoint": ("BlipImageProcessor", "blip", BLIP2, {}),
+    "blip-call": ("BlipImageProcessor", "blip", {}, {"size": 200, "resample": 2}),
     "cosmos3_edge-call": (
         "Cosmos3EdgeImageProcessor",
         "cosmos3_edge",
@@ -110,7 +117,7 @@ def test_copies_match_transformers(monkeypatch, copy, reference, dtype):
         monkeypatch.undo()
 
 
-@pytest.mark.parametrize("copy", ["glm_ocr", "paddleocr_vl", "ernie-checkpoint", "cohere_compass"])
+@pytest.mark.parametrize("copy", ["glm_ocr", "paddleocr_vl", "ernie-checkpoint", "cohere_compass", "blip2-checkpoint"])
 def test_processor_from_the_checkpoint_config_matches_transformers(copy):
     name, _, config, _ = COPIES[copy]
     images = [as_input("torchvision", hwc) for hwc in PHOTOS.values()]

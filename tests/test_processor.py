@@ -399,7 +399,7 @@ def test_min_max_pixels_override_size_as_in_transformers():
     [
         ({"image_processor_type": "NoSuchImageProcessor"}, "unsupported image processor 'NoSuchImageProcessor'"),
         (
-            {"processor_class": "Blip2Processor"},
+            {"processor_class": "MuseGlimmerProcessor"},
             "supported: Qwen2VLImageProcessor(Fast/Pil), CohereCompassImageProcessor(Fast/Pil), CLIPImageProcessor",
         ),
         ({"image_processor_type": "CLIPImageProcessor", "resample": 4}, "resample 4 (box) is not implemented"),

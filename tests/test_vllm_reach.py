@@ -175,14 +175,16 @@ def test_generic_rows_are_the_architectures_it_tests(rows):
 
 
 def test_a_transformers_backend_class_without_a_vllm_test_is_not_served(reach):
-    """The generic path would stand in for BLIP-2's BlipImageProcessor (TorchvisionBackend), but a row counts it
-    served only where test_vllm_generic checks the architecture: without that, "not", and why."""
-    unchecked = reach.row("Blip2ForConditionalGeneration", "blip2", "Blip2ForConditionalGeneration", {})
+    """The generic path would stand in for MuseGlimmer's image and video processors (TorchvisionBackend and the
+    video backend), but a row counts them served only where test_vllm_generic checks the architecture: without
+    that, "not", and why."""
+    arch, module, cls = "MuseGlimmerForConditionalGeneration", "muse_glimmer", "MuseGlimmerForCausalLM"
+    unchecked = reach.row(arch, module, cls, {})
     assert (unchecked["images"], unchecked["status"]) == ("transformers", "not")
     assert "the generic path stands in, with no vLLM test" in unchecked["why"], unchecked["why"]
-    generic = {"images": {"Blip2ForConditionalGeneration": ""}, "videos": {}}
-    checked = reach.row("Blip2ForConditionalGeneration", "blip2", "Blip2ForConditionalGeneration", {}, generic)
-    assert (checked["images"], checked["status"]) == ("generic", "served")
+    generic = {"images": {arch: ""}, "videos": {arch: ""}}
+    checked = reach.row(arch, module, cls, {}, generic)
+    assert (checked["images"], checked["videos"], checked["status"]) == ("generic", "generic", "served")
 
 
 def test_known_rows(rows):

@@ -5,6 +5,7 @@ plugin all read."""
 from types import ModuleType
 
 from . import (
+    blip,
     clip,
     cohere2_vision,
     cosmos3_edge,
@@ -41,6 +42,7 @@ FAMILIES: dict[str, ModuleType] = {
         qwen2_vl,
         clip,
         siglip,
+        blip,
         glm4v,
         gemma3,
         internvl_chat,
