@@ -13,7 +13,8 @@ processor, served in its class) and deepseek_vl2 (tests/test_vllm_deepseek_vl2.p
 DeepseekVLV2Processor, served in its class) and of tests/test_vllm_internvl_family.py (vLLM's own InternVL-style processors:
 h2ovl, nemotron_vl, nano_nemotron_vl) and of tests/test_vllm_moondream3.py (moondream3: vLLM's own
 Moondream3Processor, served in its class; bfloat16 pixel_values, whatever --float says), and gemma4 /
-gemma4_unified / lfm2_vl / minicpmv4_6 / minicpmv4_7 / cohere2_vision / cosmos3_edge (tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py's directory: vLLM's own
+gemma4_unified / lfm2_vl / minicpmv4_6 / minicpmv4_7 / cohere2_vision / cosmos3_edge / glm5_next / blip2
+(tests/test_vllm_generic.py's directories) and step3_vl (tests/test_vllm_step3.py's directory: vLLM's own
 Step3VLImageProcessor, served in its class), kimi_k3 (tests/test_vllm_kimi.py: vLLM's own numba-fused
 KimiK25FusedVisionProcessor, served in its class; numba at 1 thread too) and deepseek_v4 / deepseek_v41
 (tests/test_vllm_deepseek_v4.py: vLLM's own DeepseekV4VLImageProcessor, served in its class; bfloat16 patches),
@@ -106,6 +107,8 @@ def models() -> dict:
         "minicpmv4_7": "<|image_pad|>",
         "cohere2_vision": "<|IMG_PATCH|>",
         "cosmos3_edge": "<|vision_start|><|image_pad|><|vision_end|>",
+        "glm5_next": "<|begin_of_image|><|image|><|end_of_image|>",
+        "blip2": "",  # vLLM's BLIP-2 names no placeholder: its query tokens go before the prompt
     }
     for name, placeholder in served_by_families.items():
         normalize = generic.MODELS[name].get("normalize", (None,))[0]
