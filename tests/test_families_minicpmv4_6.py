@@ -200,3 +200,12 @@ def test_refusals_name_the_argument(config, match):
     config = transformers.MiniCPMV4_6ImageProcessor().to_dict() | config
     with pytest.raises(ValueError, match=match):
         FusedImageProcessor.from_preprocessor_config(config, device="cpu", reference="torchvision")
+
+
+def test_a_strips_plan_with_zero_slots_is_refused():
+    """The core has no slot view of strips to zero (base.Plan): such a plan is refused when it is made, by name."""
+    from fused_input_norm.families.base import Plan
+
+    Plan(shape=(4, 3, 14, 14), jobs=[], strips=True)
+    with pytest.raises(ValueError, match="NaViT strips has no zero slots"):
+        Plan(shape=(4, 3, 14, 14), jobs=[], strips=True, zero=[(0, 1)])

@@ -151,6 +151,10 @@ class Plan:
     # writes each job's strips into its window of them (the op's strips layout); no zero slots.
     strips: bool = False
 
+    def __post_init__(self):
+        if self.strips and self.zero:  # the core keeps no slot view of strips to zero
+            raise ValueError(f"a plan of NaViT strips has no zero slots, got {self.zero}")
+
 
 def side(where: str, name: str, value: object) -> int:
     """A positive int below MAX_SIDE: an image side (or a patch) the resize op can produce."""

@@ -8,14 +8,13 @@ right and bottom before normalize; then Qwen2-VL's patch rows ([C, T, P, P], mer
 image_grid_thw. size is read by nothing (its class says so), as here. The Pil backend leaves patch_expand_factor
 out of the factor (the torchvision one multiplies it in): the plan follows the backend it reproduces."""
 
+import functools
 import math
 from collections.abc import Mapping
 
-import torch
-
-from ..checks import image_name, positive_int
+from ..checks import positive_int
 from . import qwen2_vl
-from .base import Job, Plan
+from .base import Plan
 
 KIND = "glm5_next"
 TYPES = ("Glm5NextImageProcessor",)
@@ -84,19 +83,11 @@ def canvas(s, height: int, width: int, reference: str = "torchvision") -> tuple[
 
 def plan(s, shapes: list, where: str, reference: str = "torchvision") -> Plan:
     """Per image its patch rows: its content resized onto its canvas (zero bytes right and below), one job."""
-    if not s.do_resize:
-        return qwen2_vl.patch_rows(s, shapes, where, None)
-    t, patch, merge = s.temporal_patch_size, s.patch_size, s.merge_size
-    jobs, grids, start = [], [], 0
-    for i, (height, width) in enumerate(shapes):
-        try:
-            (canvas_h, canvas_w), content = canvas(s, height, width, reference)
-        except ValueError as error:
-            raise ValueError(f"{where}: {image_name(i, len(shapes))}: {error}") from None
-        rows = (canvas_h // patch) * (canvas_w // patch)
-        pad = (canvas_h, canvas_w, 0, 0, 0)
-        jobs.append(Job(i, content, (0, 0, *content), (start, start + rows), patches=(t, patch, merge), pad=pad))
-        grids.append((1, canvas_h // patch, canvas_w // patch))
-        start += rows
-    row = s.normalization.channel * t * patch**2
-    return Plan((start, row), jobs, {"image_grid_thw": torch.tensor(grids, dtype=torch.int64, device="cpu")})
+    return qwen2_vl.patch_rows(s, shapes, where, None, placed=functools.partial(_placed, reference=reference))
+
+
+def _placed(s, name: str, height: int, width: int, where: str, reference: str) -> tuple:
+    try:
+        return canvas(s, height, width, reference)
+    except ValueError as error:
+        raise ValueError(f"{where}: {name}: {error}") from None

@@ -70,24 +70,31 @@ def plan(s, shapes: list, where: str) -> Plan:
     return patch_rows(s, shapes, where, smart_size)
 
 
-def patch_rows(s, shapes: list, where: str, smart_size, unresized=None, merge: int | None = None) -> Plan:
+def patch_rows(s, shapes: list, where: str, smart_size, unresized=None, merge: int | None = None, placed=None) -> Plan:
     """Each image's patch rows, one after another; image_grid_thw (int64, on the CPU) says how many.
     `smart_size(s, name, height, width, where)`: the family's resized size (with do_resize); `unresized`: the
     same without do_resize (the size, or refused); `merge`: the merge blocks the rows are grouped in (1: raster
-    order), s.merge_size unless given."""
+    order), s.merge_size unless given; `placed(s, name, height, width, where)`, in place of smart_size: (the
+    canvas, the size the image is resized to at its top left), the rest zero bytes (GLM-5 Next's)."""
     count = len(shapes)
     unresized = unresized or _unresized
-    sizes = [
-        smart_size(s, image_name(i, count), h, w, where)
-        if s.do_resize
-        else unresized(s, image_name(i, count), h, w, where)
-        for i, (h, w) in enumerate(shapes)
-    ]
-    grids = [(1, *patch_grid(*size, s.patch_size)) for size in sizes]
+    canvases, contents = [], []
+    for i, (h, w) in enumerate(shapes):
+        name = image_name(i, count)
+        if not s.do_resize:
+            canvas = content = unresized(s, name, h, w, where)
+        elif placed is not None:
+            canvas, content = placed(s, name, h, w, where)
+        else:
+            canvas = content = smart_size(s, name, h, w, where)
+        canvases.append(canvas)
+        contents.append(content)
+    grids = [(1, *patch_grid(*canvas, s.patch_size)) for canvas in canvases]
     patches = (s.temporal_patch_size, s.patch_size, s.merge_size if merge is None else merge)
     jobs, start = [], 0
-    for i, (size, (t, h, w)) in enumerate(zip(sizes, grids, strict=True)):
-        jobs.append(Job(i, size, (0, 0, *size), (start, start + t * h * w), patches=patches))
+    for i, (canvas, content, (t, h, w)) in enumerate(zip(canvases, contents, grids, strict=True)):
+        pad = (*canvas, 0, 0, 0) if content != canvas else ()
+        jobs.append(Job(i, content, (0, 0, *content), (start, start + t * h * w), patches=patches, pad=pad))
         start += t * h * w
     row = s.normalization.channel * s.temporal_patch_size * s.patch_size**2
     grid_thw = torch.tensor(grids, dtype=torch.int64, device="cpu")
