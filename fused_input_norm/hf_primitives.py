@@ -17,6 +17,11 @@ reason, through the adapter's _handed_back):
                               video frames): torch's float32 kernels, the engine's "bilinear_no_antialias_f32",
                               "bilinear_f32" and "bicubic_f32" filters, where torch's x86 kernels fuse their
                               products into FMAs (torch_float_fma_kernel);
+  TorchvisionBackend.rescale_and_normalize   uint8 CPU tensors of at least MIN_NORMALIZE_VALUES values, whose
+                              float32 copy is contiguous: tvF.normalize's subtract then divide on the mean / std
+                              it fuses (the affine op's x * 1 - mean, one rounding as torch's sub_, then torch's
+                              div_), or its rescale alone (x * scale, one rounding), bit for bit, into pooled
+                              memory; float input (MiniCPM-OCR's, Molmo 2's) stays the backend's;
   PilBackend.process_image    an RGB PIL image: np.array of it, channels first, without Pillow's convert copy;
   PilBackend.resize           uint8 [3, H, W] arrays, bilinear / bicubic / lanczos, no reducing_gap: the
                               engine's "pil" reference (the installed Pillow's pass order).
@@ -24,10 +29,9 @@ Anything else (another float input, a uint8 one with antialias=False, nearest, L
 1x1 target torch refuses, torch.compile tracing) is the backend's own. A model's own function that calls a
 primitive by the backend's name (`TorchvisionBackend.resize(self, ...)`, as Glm5NextVideoProcessor.resize does),
 past the class the adapter puts above the backend, runs as a copy of itself whose global name for the backend
-is that class (`by_name_calls`): the same code, the same primitives. rescale_and_normalize stays the
-backend's: its convert, subtract and divide are three vectorized passes that no exact kernel here beats (the
-fused kernel computes x * w + b, within 1e-6 but not bit for bit; a subtraction reading the uint8 directly
-measured 3x slower: torch's mixed-dtype loop).
+is that class (`by_name_calls`): the same code, the same primitives. Nothing is fused across primitives
+(resize returns the exact bytes the model's own crops, pads and tiles read), and the Pil backend's NumPy
+rescale and normalize stay its own.
 
 Imports transformers only when called.
 """
@@ -37,7 +41,7 @@ import functools
 import numpy as np
 import torch
 
-from . import images
+from . import images, ops, output_pool
 from . import resize as resizing
 
 # Resample plans (per axis size pair), shared by every adapter in the process, bounded by PlanCache itself.
@@ -50,6 +54,10 @@ _PIL_FILTERS = {2: "bilinear", 3: "bicubic", 1: "lanczos"}
 # Below this many pixels a PIL image is read as transformers reads it, less Pillow's convert (measured: a 64x64
 # image 22 us that way, 81 us through Pillow's Arrow export and the copy kernel; 224x224: 293 us against 99 us).
 SMALL_IMAGE = 128 * 128
+# Below this many values the backend's rescale_and_normalize is as fast (its three passes stay in cache; the
+# affine op's call costs ~20 us more): measured at 1 thread, 512x512 RGB 428 us against 646, 640x640 678 against
+# 602, 1024x1024 1633 against 1289.
+MIN_NORMALIZE_VALUES = 1 << 20
 
 
 def _output_size(size: object, height: int, width: int) -> tuple[int, int] | str:
@@ -250,6 +258,59 @@ def pil_resize(image: object, size: object, resample: object, reducing_gap: obje
     return out[0].numpy()
 
 
+def torchvision_normalize(adapter, images: object, do_rescale, rescale_factor, do_normalize, image_mean, image_std):
+    """TorchvisionBackend.rescale_and_normalize's result for uint8 CPU images, each value rounded as torch rounds
+    it, into the package's pooled memory (output_pool). With normalize: the mean and std its
+    _fuse_mean_std_and_rescale_factor gives (the rescale folded in), then tvF.normalize's two steps on the float32
+    copy: the affine op reads the bytes and writes x * 1 - mean (one rounding: x - mean, as torch's sub_), and
+    torch's own div_ follows. A rescale alone (its `image * scale`, float32): x * scale + (-0.0) rounded once, as
+    torch's float32 product (the -0.0 keeps a zero product's sign). None where the backend's own steps run unlogged
+    (another dtype or device, neither step, fewer than MIN_NORMALIZE_VALUES values); a reason where it hands the
+    call back."""
+    if not (isinstance(images, torch.Tensor) and images.dtype == torch.uint8 and images.device.type == "cpu"):
+        return None
+    if not (do_normalize or do_rescale) or images.dim() < 3 or images.numel() < MIN_NORMALIZE_VALUES:
+        return None
+    # The backend's float32 copy keeps a dense tensor's strides (channels-last stays so): served where that copy
+    # is contiguous, as the output here is (a crop's view is read in place).
+    if not torch.empty_like(images, dtype=torch.float32).is_contiguous():
+        return None
+    step = "normalize" if do_normalize else "rescale"
+    backend = backend_of(type(adapter))
+    if getattr(type(adapter), step, None) is not getattr(backend, step, None):
+        return f"{step} is the model's own"
+    from transformers.utils.import_utils import is_torchdynamo_compiling
+
+    if is_torchdynamo_compiling():
+        return "torch.compile tracing"
+    channels, dim = images.shape[-3], images.dim() - 3
+    if not do_normalize:
+        if not (isinstance(rescale_factor, int | float) and torch.get_default_dtype() == torch.float32):
+            return f"a rescale_factor of {type(rescale_factor).__name__} (served: a number, into float32)"
+        out = output_pool.empty(tuple(images.shape), torch.float32)
+        ops.affine_out(out, images, torch.full((channels,), float(rescale_factor)), torch.full((channels,), -0.0), dim)
+        return out
+    mean, std, _ = adapter._fuse_mean_std_and_rescale_factor(
+        do_normalize=do_normalize,
+        image_mean=image_mean,
+        image_std=image_std,
+        do_rescale=do_rescale,
+        rescale_factor=rescale_factor,
+        device=images.device,
+    )
+    if isinstance(std, tuple | list) and not all(std):  # tvF.normalize raises its own ValueError
+        return "a std of 0"
+    try:
+        mean, std = (torch.as_tensor(v, dtype=torch.float32, device=images.device) for v in (mean, std))
+    except (TypeError, ValueError, RuntimeError) as e:
+        return f"a mean or std torch does not take as a tensor ({e})"
+    if any(v.dim() > 1 or v.numel() not in (1, channels) for v in (mean, std)):
+        return f"a mean of shape {tuple(mean.shape)} and std of {tuple(std.shape)} for {channels} channels"
+    out = output_pool.empty(tuple(images.shape), torch.float32)
+    ops.affine_out(out, images, torch.ones(channels), (-mean).expand(channels).contiguous(), dim)
+    return out.div_(std.view(-1, 1, 1))
+
+
 class TorchvisionPrimitives:
     """TorchvisionBackend's process_image and resize, served by the package or handed to the backend's
     (the next class in the adapter's MRO). Mixed into `primitives(TorchvisionBackend)`; `self` is the adapter."""
@@ -268,6 +329,16 @@ class TorchvisionPrimitives:
         if isinstance(out, str):
             self._handed_back(f"resize: {out}")
             return super().resize(image, size, resample=resample, antialias=antialias, **kwargs)
+        return out
+
+    def rescale_and_normalize(self, images, do_rescale, rescale_factor, do_normalize, image_mean, image_std):
+        out = torchvision_normalize(self, images, do_rescale, rescale_factor, do_normalize, image_mean, image_std)
+        if out is None or isinstance(out, str):
+            if out is not None:
+                self._handed_back(f"rescale_and_normalize: {out}")
+            return super().rescale_and_normalize(
+                images, do_rescale, rescale_factor, do_normalize, image_mean, image_std
+            )
         return out
 
 

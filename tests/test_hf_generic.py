@@ -1,5 +1,5 @@
 """The generic path (FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor: a transformers processor's own
-code with the package's primitives: reading a PIL image, resizing) against transformers itself, for every image and
+code with the package's primitives: reading a PIL image, resizing, rescaling and normalizing) against transformers itself, for every image and
 video processor class transformers has that no family serves and that vLLM uses: the same outputs (uint8 and
 int outputs equal, float32 within 1e-6), the same container types, in strict mode (a primitive handed back
 fails the test) and with the primitives counted (a case the package did not serve fails too)."""
@@ -80,6 +80,8 @@ OWN_RESIZE = {
     "Gemma4UnifiedVideoProcessor",
     "Glm5NextVideoProcessor",
 }
+# Classes that convert to float32 before rescale_and_normalize (the backend's own steps then, as for any float input).
+FLOAT_NORMALIZE = {"MiniCPMV4_6ImageProcessor", "MiniCPMOcrImageProcessor", "Molmo2VideoProcessor"}
 LANCZOS = 1  # PIL.Image.Resampling.LANCZOS
 
 
@@ -107,12 +109,13 @@ def processor_class(name: str) -> type:
 def served(monkeypatch):
     """Strict mode (any primitive handed back fails), and how many calls each primitive of the package served."""
     monkeypatch.setattr(hf_adapter._Adapter, "_handed_back", refuse_handback)
-    counts = {"process_image": 0, "resize": 0}
+    monkeypatch.setattr(hf_primitives, "MIN_NORMALIZE_VALUES", 1)  # the small images here normalized too
+    counts = {"process_image": 0, "resize": 0, "normalize": 0}
 
     def counted(name, function):
         def wrapper(*args, **kwargs):
             out = function(*args, **kwargs)
-            counts[name] += not isinstance(out, str)
+            counts[name] += out is not None and not isinstance(out, str)
             return out
 
         return wrapper
@@ -122,6 +125,7 @@ def served(monkeypatch):
         ("process_image", "pil_array"),
         ("resize", "torchvision_resize"),
         ("resize", "pil_resize"),
+        ("normalize", "torchvision_normalize"),
     ]:
         monkeypatch.setattr(hf_primitives, function, counted(name, getattr(hf_primitives, function)))
     return counts
@@ -197,6 +201,7 @@ def test_image_processor_served_as_transformers_computes_it(served, name):
         same_call(adapter, upstream, Image.fromarray(pixels(121, 89)), return_tensors="pt", **kwargs)
     assert served["resize"] > 0 or name in OWN_RESIZE
     assert served["process_image"] > 0
+    assert (served["normalize"] > 0) == (not name.endswith("Pil") and name not in FLOAT_NORMALIZE), served
 
 
 def test_a_12_megapixel_photo_is_served_as_transformers_computes_it(served):
@@ -220,6 +225,7 @@ def test_video_processor_served_as_transformers_computes_it(served, name, kwargs
     same_call(adapter, upstream, [torch.from_numpy(clip(4, 61, 89))], **kwargs)
     same_call(adapter, upstream, videos[:1], do_rescale=False, do_normalize=False, return_tensors="pt", **kwargs)
     assert served["resize"] > 0 or name in OWN_RESIZE
+    assert (served["normalize"] > 0) == (name not in FLOAT_NORMALIZE), served
 
 
 def test_a_models_own_call_of_the_backend_by_name_reaches_the_package(served):
@@ -383,3 +389,52 @@ def test_the_torchvision_resize_hands_back_what_the_engine_does_not_reproduce(im
 
     said = hf_primitives.torchvision_resize(image, SizeDict(**size), resample, antialias)
     assert isinstance(said, str) and why in said
+
+
+def test_the_torchvision_rescale_and_normalize_is_torchs_own_bits(monkeypatch):
+    """hf_primitives.torchvision_normalize against TorchvisionBackend.rescale_and_normalize, bit for bit: uint8
+    images of 3 to 5 dims, 1 and 3 channels, a crop's view; means and stds as tuples, numbers and tensors, fused
+    with the rescale or not; a rescale alone. What it leaves to the backend: None (float input, a channels-last
+    batch, neither step, a small image), a reason (a std of 0, a model's own normalize)."""
+    from transformers import BlipImageProcessor
+
+    upstream = BlipImageProcessor()
+    small = torch.zeros((3, 17, 23), dtype=torch.uint8)  # under MIN_NORMALIZE_VALUES: the backend's, unlogged
+    assert hf_primitives.torchvision_normalize(upstream, small, True, 1 / 255, True, 0.5, 0.5) is None
+    monkeypatch.setattr(hf_primitives, "MIN_NORMALIZE_VALUES", 1)
+    generator = torch.Generator().manual_seed(0)
+    crop = torch.randint(0, 256, (2, 3, 40, 50), dtype=torch.uint8, generator=generator)[..., 3:33, 5:45]
+    cases = [torch.randint(0, 256, shape, dtype=torch.uint8, generator=generator) for shape in
+             [(3, 17, 23), (2, 3, 31, 7), (2, 2, 3, 9, 11), (1, 1, 13, 13)]] + [crop]  # fmt: skip
+    settings = [
+        (True, 1 / 255, True, (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)),
+        (True, 1 / 255, True, 0.5, 0.5),
+        (False, 1 / 255, True, (12.5,), (60.0,)),
+        (True, 1 / 127.5, True, torch.tensor([0.5, 0.25, 0.125]), torch.tensor([0.3, 0.2, 0.1])),
+        (True, 1 / 255, False, None, None),
+        (True, 0.001, False, None, None),
+    ]
+    for images in cases:
+        for do_rescale, factor, do_normalize, mean, std in settings:
+            if len(torch.as_tensor(mean if do_normalize else 0).view(-1)) not in (1, images.shape[-3]):
+                continue  # transformers' error: the reason below hands it back (a mean of shape ...)
+            got = hf_primitives.torchvision_normalize(upstream, images, do_rescale, factor, do_normalize, mean, std)
+            expected = upstream.rescale_and_normalize(images, do_rescale, factor, do_normalize, mean, std)
+            assert isinstance(got, torch.Tensor), got
+            assert got.dtype == expected.dtype and got.stride() == expected.stride()
+            assert torch.equal(got.view(torch.int32), expected.view(torch.int32)), (images.shape, mean)
+    image = cases[1]
+    assert hf_primitives.torchvision_normalize(upstream, image.float(), True, 1 / 255, True, 0.5, 0.5) is None
+    channels_last = image.contiguous(memory_format=torch.channels_last)
+    assert hf_primitives.torchvision_normalize(upstream, channels_last, True, 1 / 255, True, 0.5, 0.5) is None
+    assert hf_primitives.torchvision_normalize(upstream, image, False, 1 / 255, False, 0.5, 0.5) is None
+    assert hf_primitives.torchvision_normalize(upstream, image, False, 1, True, (0, 0, 0), (1, 0, 1)) == "a std of 0"
+    why = hf_primitives.torchvision_normalize(upstream, cases[3], False, 1, True, (0, 0, 0), (1, 1, 1))
+    assert why == "a mean of shape (3,) and std of (3,) for 1 channels"
+
+    class OwnNormalize(BlipImageProcessor):
+        def normalize(self, image, mean, std, inplace=False, **kwargs):
+            return image
+
+    why = hf_primitives.torchvision_normalize(OwnNormalize(), image, True, 1 / 255, True, 0.5, 0.5)
+    assert why == "normalize is the model's own"

@@ -225,9 +225,8 @@ MODELS = {
 }
 
 # Models whose image (video) processor the generic adapter stands in for, but where its resize never runs: only
-# the PIL image's read (process_image, an exact copy) is the package's, the resampling is transformers' own
-# code's (normalize is transformers' everywhere: the generic path keeps rescale_and_normalize), so these do not
-# count as served. test_same_outputs_plugin_on_and_off asserts that no resize kernel ran there (and that one did
+# the PIL image's read (process_image, an exact copy) and, for large images, the rescale are the package's, the
+# resampling is transformers' own code's, so these do not count as served. test_same_outputs_plugin_on_and_off asserts that no resize kernel ran there (and that one did
 # everywhere else), so it notices when that changes.
 GEMMA4_UNSERVED = "Gemma 4's processors call tvF.resize themselves, not the backend's resize"
 UNSERVED = {"gemma4": GEMMA4_UNSERVED, "gemma4_unified": GEMMA4_UNSERVED, "diffusion_gemma": GEMMA4_UNSERVED}
