@@ -26,7 +26,8 @@ vllm_step3, DeepSeek-V4 / V4.1's (DeepseekV4VLImageProcessor) by vllm_deepseek_v
 INTER_CUBIC, OpenVLA's (OpenVLAImageProcessor) by vllm_openvla, Isaac's (IsaacImageProcessor) by vllm_isaac
 (where torch resizes uint8 with its AVX2 kernel), and, once vLLM has imported their modules (LAZILY_SERVED), Kimi-K2.5 / K3's
 (KimiK25FusedVisionProcessor) by vllm_kimi, Muse Spark's Pillow resizes by vllm_muse_spark and MiMo-V2-Omni's image resize
-by vllm_mimo (where torch's float bilinear is the engine's), each with its own log line.
+by vllm_mimo (where torch's float bilinear is the engine's) and dots3.note's (Dots3NoteImageProcessor) by
+vllm_dots3_note, each with its own log line.
 
 FusedMMInputNorm: it registers a subclass of vLLM's own
 FusedMMInputNorm as its out-of-tree replacement, so every model that builds that class gets this one:
@@ -51,6 +52,7 @@ from . import (
     vllm_deepseek_ocr,
     vllm_deepseek_v4,
     vllm_deepseek_vl2,
+    vllm_dots3_note,
     vllm_internvl,
     vllm_isaac,
     vllm_kimi,
@@ -106,6 +108,7 @@ LAZILY_SERVED = {
     vllm_kimi.MODULE: ("kimi", vllm_kimi.serve),
     vllm_muse_spark.MODULE: ("muse_spark", vllm_muse_spark.serve),
     vllm_mimo.MODULE: ("mimo", vllm_mimo.serve),
+    vllm_dots3_note.MODULE: ("dots3_note", vllm_dots3_note.serve),
 }
 
 

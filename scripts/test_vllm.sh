@@ -63,6 +63,7 @@ TESTS=(
   tests/test_vllm_kimi.py           # vLLM's own Kimi processor (numba-fused in vLLM): Kimi-K2.5 images + video chunks, K3, K3.1 (~70 s at load 6, ~40 s of CPU)
   tests/test_vllm_deepseek_v4.py    # vLLM's own DeepSeek-V4 / V4.1 vision processor (~35-100 s; vLLM imports the model)
   tests/test_vllm_mistral.py        # Mistral-format checkpoints (mistral_common's ImageEncoder): Mistral Small 3.1, Pixtral-12B; IPP off and on (~30 s)
+  tests/test_vllm_dots3_note.py     # vLLM's own dots3.note processor, in-process (CPU vLLM cannot load the model) (~25 s)
   tests/test_vllm_reach.py          # scripts/vllm_reach.py's table against the installed registry (~20 s)
   tests/test_vllm_pool.py           # the output pool under vLLM's processor cache and ZMQ
 )
