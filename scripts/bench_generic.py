@@ -6,7 +6,9 @@ rows (class, image, transformers ms, generic path ms, ratio, largest difference 
 
 Times are the calling thread's CPU time (time.thread_time): on a shared machine the wall clock of a 1-thread
 call doubles whenever another process takes the core, which says nothing about the code. The images are
-random pixels as PIL images (the processors' cost does not depend on the content).
+random pixels as PIL images (the processors' cost does not depend on the content). --normalize-off-too adds the
+generic path without its rescale_and_normalize primitive (hf_primitives.MIN_NORMALIZE_VALUES set out of reach),
+timed in the same alternation.
 """
 
 import argparse
@@ -31,36 +33,51 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--classes", default=",".join(CLASSES))
     parser.add_argument("--sizes", default=",".join(SIZES), help=f"of {list(SIZES)}")
+    parser.add_argument(
+        "--normalize-off-too",
+        action="store_true",
+        help="also time the generic path with its rescale_and_normalize primitive off (transformers' steps)",
+    )
     args = parser.parse_args()
 
     import transformers
     from PIL import Image
 
+    from fused_input_norm import hf_primitives
     from fused_input_norm.hf_adapter import FusedHFGenericImageProcessor
 
     torch.set_num_threads(1)
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, 1 thread, {args.reps} calls each")
-    print("| class | image | transformers ms | generic path ms | ratio | max diff |")
-    print("|---|---|---|---|---|---|")
+    off = " | normalize primitive off ms | ratio" if args.normalize_off_too else ""
+    print(f"| class | image | transformers ms | generic path ms | ratio{off} | max diff |")
+    print("|---|---|---|---|---|" + "---|---|" * bool(off) + "---|")
+    served_from = hf_primitives.MIN_NORMALIZE_VALUES
     for name in args.classes.split(","):
         upstream = getattr(transformers, name)()
         adapter = FusedHFGenericImageProcessor(upstream)
+        sides = [("transformers", upstream, served_from), ("generic", adapter, served_from)]
+        if off:  # the generic path with every rescale_and_normalize call left to transformers' own steps
+            sides.append(("normalize off", adapter, float("inf")))
         for label in args.sizes.split(","):
             height, width = SIZES[label]
             rng = np.random.default_rng(height)
             image = Image.fromarray(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
-            times = {"transformers": [], "generic": []}
+            times = {side: [] for side, *_ in sides}
             outputs = {}
             for _ in range(args.reps + 1):  # the first of each is a warm-up
-                for side, processor in (("transformers", upstream), ("generic", adapter)):
+                for side, processor, smallest in sides:
+                    hf_primitives.MIN_NORMALIZE_VALUES = smallest
                     start = time.thread_time()
                     outputs[side] = processor(image, return_tensors="pt")["pixel_values"]
                     times[side].append(time.thread_time() - start)
-            theirs, ours = (statistics.median(times[side][1:]) * 1e3 for side in ("transformers", "generic"))
-            diff = largest_difference(outputs["generic"], outputs["transformers"])
-            print(
-                f"| {name} | {label} {width}x{height} | {theirs:.1f} | {ours:.1f} | {theirs / ours:.2f}x | {diff:.1e} |"
-            )
+            hf_primitives.MIN_NORMALIZE_VALUES = served_from
+            ms = {side: statistics.median(times[side][1:]) * 1e3 for side in times}
+            theirs, ours = ms["transformers"], ms["generic"]
+            diff = max(largest_difference(outputs[side], outputs["transformers"]) for side in times)
+            row = f"| {name} | {label} {width}x{height} | {theirs:.1f} | {ours:.1f} | {theirs / ours:.2f}x"
+            if off:
+                row += f" | {ms['normalize off']:.1f} | {theirs / ms['normalize off']:.2f}x"
+            print(f"{row} | {diff:.1e} |")
 
 
 if __name__ == "__main__":
