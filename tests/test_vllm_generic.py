@@ -238,6 +238,9 @@ HANDED_BACK_ANY = {f"process_image: a PIL image in mode {mode} (served: RGB)" fo
 # ... and by upstream class (none now: Molmo 2's float32 resizes are the engine's float32 bilinear).
 HANDED_BACK = {}
 
+# Models whose images the generic path's rescale_and_normalize serves (uint8 after the resize, at least 2^20
+# values): counted in the worker too.
+NORMALIZED = ("muse_glimmer",)
 # Videos not compared, with the reason (stock vLLM fails on them here, plugin or not).
 NO_VIDEOS = {
     "minicpm_ocr": "vLLM 0.34.0 passes disable_small_image_upsize to transformers 5.22's MiniCPMOcrVideoProcessor, "
@@ -353,18 +356,19 @@ def counting_kernels() -> dict:
     reason): the evidence that the package, not transformers, computed the outputs."""
     from fused_input_norm import hf_primitives
 
-    counts = {"pixels": 0, "resize": 0}
+    counts = {"pixels": 0, "resize": 0, "normalize": 0}
 
     def counted(function, name):
         def wrapper(*args, **kwargs):
             out = function(*args, **kwargs)
-            if not isinstance(out, str):
+            if out is not None and not isinstance(out, str):  # None: torchvision_normalize's "the backend's"
                 counts[name] += 1
             return out
 
         return wrapper
 
     kernels = [("pil_pixels", "pixels"), ("pil_array", "pixels"), ("torchvision_resize", "resize")]
+    kernels.append(("torchvision_normalize", "normalize"))
     for attribute, name in [*kernels, ("pil_resize", "resize")]:
         setattr(hf_primitives, attribute, counted(getattr(hf_primitives, attribute), name))
     return counts
@@ -481,6 +485,8 @@ def test_same_outputs_plugin_on_and_off(sides, model, device_normalize):
         kernels = on[key + ("-video-kernels" if video else "-kernels")]
         if generic_serves(model, video):
             assert kernels["resize"] > 0, (model, video, kernels)
+            if model in NORMALIZED and not video:
+                assert kernels["normalize"] > 0, (model, kernels)
         elif family_of(model) and (not video or model in FRAMES_AS_IMAGES):  # the family's plan, not the primitives
             assert kernels["resize"] == 0, (model, video, kernels)
         elif model in unserved and not family_of(model, video):
