@@ -8,7 +8,9 @@ Each primitive serves a call bit-exact to the one it replaces, or hands it to th
 reason, through the adapter's _handed_back):
   TorchvisionBackend.process_image   an RGB PIL image: its bytes copied once from Pillow's memory into the
                               contiguous [3, H, W] tensor (transformers copies them three times: Pillow's
-                              convert, np.array, the channels-first copy); arrays and tensors stay the backend's;
+                              convert, np.array, the channels-first copy); with do_convert_rgb, L and RGBA ones
+                              made RGB as transformers' convert_to_rgb makes them; arrays and tensors stay the
+                              backend's;
   TorchvisionBackend.resize   uint8 [..., C, H, W] CPU tensors, antialiased bilinear / bicubic / lanczos: the
                               resample engine's "torchvision" reference (torch's own CPU uint8 kernel, bit
                               for bit; on another device transformers runs that device's kernel: its own);
@@ -129,11 +131,16 @@ def _resized(images: torch.Tensor, size: tuple[int, int], resample: str, referen
     return out
 
 
-def pil_pixels(image: object) -> torch.Tensor | str:
+def pil_pixels(image: object, do_convert_rgb: object = None) -> torch.Tensor | str:
     """TorchvisionBackend.process_image's tensor for a PIL image (np.array of it, permuted to a contiguous
     [3, H, W]): the same bytes copied in one pass from Pillow's own memory (images.pil_to_chw, zero-copy where
-    Pillow exports it) into a new tensor the model's code may write to; or why it is the backend's."""
-    if image.mode != "RGB" or image.info.get("transparency") is not None:
+    Pillow exports it) into a new tensor the model's code may write to; or why it is the backend's. With
+    do_convert_rgb, L and RGBA images too, as transformers' convert_to_rgb makes them RGB: the grey repeated,
+    the alpha composited on opaque white in Pillow's integer arithmetic (images.to_rgb, source "pil")."""
+    keyed = image.info.get("transparency") is not None
+    if do_convert_rgb and image.mode in ("L", "RGBA") and not keyed and 0 not in image.size:
+        return images.to_rgb(images.pil_to_chw(image, convert_rgb=False), "pil", "torchvision").contiguous()
+    if image.mode != "RGB" or keyed:
         keyed = " with a transparency key" if image.info.get("transparency") is not None else ""
         return f"a PIL image in mode {image.mode}{keyed} (served: RGB)"
     if 0 in image.size:
@@ -318,7 +325,7 @@ class TorchvisionPrimitives:
     def process_image(self, image, do_convert_rgb=None, input_data_format=None, device=None, **kwargs):
         if not images.is_pil(image):  # an array or a tensor: the backend's few views and one copy
             return super().process_image(image, do_convert_rgb, input_data_format, device, **kwargs)
-        out = pil_pixels(image)
+        out = pil_pixels(image, do_convert_rgb)
         if isinstance(out, str):
             self._handed_back(f"process_image: {out}")
             return super().process_image(image, do_convert_rgb, input_data_format, device, **kwargs)

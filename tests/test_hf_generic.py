@@ -267,16 +267,31 @@ def test_a_float_resize_without_antialias_is_torchs_own_bits(threads, monkeypatc
         torch.set_num_threads(before)
 
 
-def test_a_pil_image_that_is_not_rgb_is_read_by_the_backend_with_its_reason(caplog):
-    # transformers composites alpha on white (or not, by version) and expands greyscale: its own reading
+def test_grey_and_rgba_pil_images_are_made_rgb_as_transformers_makes_them(served):
+    """With do_convert_rgb (LLaVA-NeXT's default), L and RGBA PIL images are read by the package (strict: none is
+    handed back): the grey repeated, the alpha composited on white as Pillow's alpha_composite does, for every
+    alpha value; the values are transformers'."""
     cls = processor_class("LlavaNextImageProcessor")
     upstream = cls()
     adapter = FusedHFGenericImageProcessor(upstream)
-    rgba = Image.fromarray(np.dstack([pixels(60, 80), pixels(60, 80)[..., :1]]), "RGBA")
+    alpha = np.arange(60 * 80, dtype=np.uint32).reshape(60, 80, 1) % 256  # every alpha value
+    rgba = Image.fromarray(np.dstack([pixels(60, 80), alpha.astype(np.uint8)]), "RGBA")
+    large = Image.fromarray(np.dstack([pixels(300, 400), pixels(300, 400)[..., :1]]), "RGBA")
+    same_call(adapter, upstream, [rgba, rgba.convert("L"), large, large.convert("L")], return_tensors="pt")
+    assert served["process_image"] == 4
+
+
+def test_a_pil_image_the_package_does_not_read_goes_to_the_backend_with_its_reason(caplog):
+    # without do_convert_rgb transformers keeps the image's own channels; a palette image is Pillow's to convert
+    cls = processor_class("LlavaNextImageProcessor")
+    upstream = cls()
+    adapter = FusedHFGenericImageProcessor(upstream)
+    rgb = Image.fromarray(pixels(60, 80))
     with caplog.at_level(logging.INFO):
-        same_call(adapter, upstream, [rgba, rgba.convert("L")], return_tensors="pt")
+        same_call(adapter, upstream, [rgb.convert("P")], return_tensors="pt")
+        same_call(adapter, upstream, [rgb.convert("L")], do_convert_rgb=False, do_normalize=False, return_tensors="pt")
     said = " ".join(r.getMessage() for r in caplog.records if "serves this call" in r.getMessage())
-    assert "process_image: a PIL image in mode RGBA" in said and "mode L" in said
+    assert "process_image: a PIL image in mode P" in said and "mode L" in said
 
 
 def test_the_adapter_stands_in_for_upstream_in_copies_pickles_and_class_lookups():

@@ -232,8 +232,8 @@ GEMMA4_UNSERVED = "Gemma 4's processors call tvF.resize themselves, not the back
 UNSERVED = {"gemma4": GEMMA4_UNSERVED, "gemma4_unified": GEMMA4_UNSERVED, "diffusion_gemma": GEMMA4_UNSERVED}
 VIDEO_UNSERVED = dict(UNSERVED)
 # The calls the generic path may hand back to transformers (the log line's reason), for any class: gray and
-# RGBA PIL images are read by transformers' own process_image, RGB ones by the package (vLLM 0.34.0 converts
-# the gray and RGBA requests here to RGB first, so none is logged today)...
+# RGBA PIL images without do_convert_rgb are read by transformers' own process_image (with it, and RGB ones, by
+# the package; vLLM 0.34.0 converts the gray and RGBA requests here to RGB first, so none is logged today)...
 HANDED_BACK_ANY = {f"process_image: a PIL image in mode {mode} (served: RGB)" for mode in ("L", "RGBA")}
 # ... and by upstream class (none now: Molmo 2's float32 resizes are the engine's float32 bilinear).
 HANDED_BACK = {}
