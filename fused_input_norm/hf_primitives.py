@@ -141,8 +141,7 @@ def pil_pixels(image: object, do_convert_rgb: object = None) -> torch.Tensor | s
     if do_convert_rgb and image.mode in ("L", "RGBA") and not keyed and 0 not in image.size:
         return images.to_rgb(images.pil_to_chw(image, convert_rgb=False), "pil", "torchvision").contiguous()
     if image.mode != "RGB" or keyed:
-        keyed = " with a transparency key" if image.info.get("transparency") is not None else ""
-        return f"a PIL image in mode {image.mode}{keyed} (served: RGB)"
+        return f"a PIL image in mode {image.mode}{' with a transparency key' if keyed else ''} (served: RGB)"
     if 0 in image.size:
         return "an empty PIL image"
     if image.width * image.height < SMALL_IMAGE:  # Pillow's export costs more than its copy saves
@@ -279,8 +278,8 @@ def torchvision_normalize(adapter, images: object, do_rescale, rescale_factor, d
     if not (do_normalize or do_rescale) or images.dim() < 3 or images.numel() < MIN_NORMALIZE_VALUES:
         return None
     # The backend's float32 copy keeps a dense tensor's strides (channels-last stays so): served where that copy
-    # is contiguous, as the output here is (a crop's view is read in place).
-    if not torch.empty_like(images, dtype=torch.float32).is_contiguous():
+    # is contiguous, as the output here is (a crop's view is read in place). Its strides, without allocating it:
+    if not torch.empty_like(images, dtype=torch.float32, device="meta").is_contiguous():
         return None
     step = "normalize" if do_normalize else "rescale"
     backend = backend_of(type(adapter))
@@ -340,13 +339,11 @@ class TorchvisionPrimitives:
 
     def rescale_and_normalize(self, images, do_rescale, rescale_factor, do_normalize, image_mean, image_std):
         out = torchvision_normalize(self, images, do_rescale, rescale_factor, do_normalize, image_mean, image_std)
-        if out is None or isinstance(out, str):
-            if out is not None:
-                self._handed_back(f"rescale_and_normalize: {out}")
-            return super().rescale_and_normalize(
-                images, do_rescale, rescale_factor, do_normalize, image_mean, image_std
-            )
-        return out
+        if isinstance(out, str):
+            self._handed_back(f"rescale_and_normalize: {out}")
+        if isinstance(out, torch.Tensor):
+            return out
+        return super().rescale_and_normalize(images, do_rescale, rescale_factor, do_normalize, image_mean, image_std)
 
 
 class PilPrimitives:

@@ -1,8 +1,9 @@
 """The generic path (FusedHFGenericImageProcessor / FusedHFGenericVideoProcessor: a transformers processor's own
-code with the package's primitives: reading a PIL image, resizing, rescaling and normalizing) against transformers itself, for every image and
-video processor class transformers has that no family serves and that vLLM uses: the same outputs (uint8 and
-int outputs equal, float32 within 1e-6), the same container types, in strict mode (a primitive handed back
-fails the test) and with the primitives counted (a case the package did not serve fails too)."""
+code with the package's primitives: reading a PIL image, resizing, rescaling and normalizing) against
+transformers itself, for every image and video processor class transformers has that no family serves and that
+vLLM uses: the same outputs (uint8 and int outputs equal, float32 within 1e-6), the same container types, in
+strict mode (a primitive handed back fails the test) and with the primitives counted (a case the package did not
+serve fails too)."""
 
 import copy
 import logging
