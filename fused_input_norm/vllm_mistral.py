@@ -11,14 +11,22 @@ std, in float32, channels first.
 `serve` replaces MistralCommonImageProcessor.__call__ with one that runs the resize as the engine's
 "cv2_cubic_f32" filter (OpenCV's own INTER_CUBIC of the image as float32, bit for bit: tests/test_resize_cv2.py)
 straight from the uint8 pixels, then the three float32 steps in NumPy's order (each correctly rounded, as
-NumPy's): the same tensors, bit for bit. The RGB conversion, the token grid and the chunk handling stay
-mistral_common's own (its _convert_to_rgb, _image_to_num_tokens and image_from_chunk run unchanged).
+NumPy's): the same tensors, bit for bit. Under Intel IPP the resize is cv2.resize itself (below). The RGB
+conversion, the token grid and the chunk handling stay mistral_common's own (its _convert_to_rgb,
+_image_to_num_tokens and image_from_chunk run unchanged).
 
-OpenCV itself decides whether this can be exact: x86 wheels of opencv-python run INTER_CUBIC through Intel IPP
-(`cv2.ipp.useIPP()` True by default there), whose float32 coefficients and sums are not OpenCV's own: 1.4e-6
+OpenCV itself decides which INTER_CUBIC runs: x86 wheels of opencv-python run it through Intel IPP
+(`cv2.ipp.useIPP()` True by default there), whose float32 coefficients and sums are not OpenCV's own code's: 1.4e-6
 apart after normalization for a 12 MP photo, 6e-5 for 300x700 upscaled to 304x704 (scripts/bench_cv2_cubic.py),
-2.7e-4 for a 1080p photo at Mistral Small 3.1's 1540 cap (tests/test_vllm_mistral.py), beyond the 1e-6 this package holds float32 to. Those calls are handed back, checked per call: served where
-OpenCV runs its own code (aarch64 wheels, builds without IPP, or IPP turned off with cv2.ipp.setUseIPP(False)).
+2.7e-4 for a 1080p photo at Mistral Small 3.1's 1540 cap (tests/test_vllm_mistral.py). IPP is closed code: its
+weights, read back from impulse images, are within ~1e-7 of the a = -0.75 kernel's but equal to no float
+evaluation of it tried, so the engine does not reproduce it. Under IPP the resize is therefore OpenCV's own call,
+cv2.resize of the same float32 image (the same function on the same bytes: the same values), and the rest is
+this module's: the uint8 pixels read once into pooled float32 memory (NumPy's np.array(image, float32) goes
+through Pillow's encoder and fresh pages), and the three float32 steps writing channels-first rows a band at a
+time, in cache (mistral_common's three passes, then vLLM's torch.tensor copy of the transposed array). Where
+OpenCV runs its own code (aarch64 wheels, builds without IPP, or cv2.ipp.setUseIPP(False)), the engine's
+"cv2_cubic_f32" filter resizes straight from the uint8 pixels. The check is per call.
 
 The code is only served as this module knows it: the sources of the functions it reproduces must be vllm
 0.34.0's and mistral_common 1.13's (their SHA-256 below); where they moved, `serve` changes nothing and says
@@ -35,7 +43,7 @@ import logging
 import numpy as np
 import torch
 
-from . import resize
+from . import output_pool, resize
 from .images import pil_to_chw
 from .vllm_internvl import moved, unwrapped_class, wrap_bound
 
@@ -49,10 +57,8 @@ ENCODER_REPRODUCED = {
     "transform_image": "55ae425490b7f9ae0f93ddcaef381bf67ace9b90ccf3915519aa1ffb2339b24d",
     "normalize": "2a819d4182192c11b29d58db3e8f91ed0fbc43c4946b80b34ed36c086d2acf34",
 }
-IPP = (
-    "OpenCV runs INTER_CUBIC through Intel IPP here (cv2.ipp.useIPP() is True), whose float32 results differ "
-    "from OpenCV's own code; turn it off with cv2.ipp.setUseIPP(False) to have these images served"
-)
+# The bytes packed to RGB at a time before NumPy widens them (1 MiB: in cache, and few enough calls).
+BAND_BYTES = 1 << 20
 _PLANS = resize.PlanCache()
 
 
@@ -60,7 +66,8 @@ def serve(log: logging.Logger) -> str:
     """Makes the fused resize op serve vLLM's MistralCommonImageProcessor; returns the sentence to log."""
     served = (
         f"the fused resize op (filter 'cv2_cubic_f32') serves vLLM's {CLASS} (Mistral-format checkpoints) in "
-        "place of mistral_common's cv2.resize and normalize, wherever OpenCV runs its own INTER_CUBIC (not IPP)"
+        "place of mistral_common's cv2.resize and normalize (under Intel IPP: cv2.resize itself, then the fused "
+        "normalize)"
     )
     label = "Mistral's image encoder (the Mistral-format path)"
     _, cls, stop = unwrapped_class(MODULE, CLASS, "__call__", REPRODUCED, served, label)
@@ -89,8 +96,6 @@ def _served(encoder_module, upstream, call: dict) -> object:
     cv2 = getattr(encoder_module, "cv2", None)
     if cv2 is None:
         return "mistral_common finds no OpenCV (its own code says so)"
-    if cv2.ipp.useIPP():
-        return IPP
     from mistral_common.protocol.instruct.chunk import ImageChunk
     from PIL import Image
     from transformers import BatchFeature
@@ -110,18 +115,54 @@ def _served(encoder_module, upstream, call: dict) -> object:
         width_tokens, height_tokens = encoder._image_to_num_tokens(image)
         side = encoder.image_config.image_patch_size * encoder.image_config.spatial_merge_size
         rgb = encoder_module._convert_to_rgb(image)
-        processed.append(_transformed(pil_to_chw(rgb), (height_tokens * side, width_tokens * side), mean, std))
+        size = (height_tokens * side, width_tokens * side)
+        processed.append(_transformed(pil_to_chw(rgb), size, mean, std, cv2))
     return BatchFeature({"images": processed}, tensor_type=return_tensors)
 
 
-def _transformed(pixels: torch.Tensor, size: tuple[int, int], mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
+def _transformed(pixels: torch.Tensor, size: tuple[int, int], mean: np.ndarray, std: np.ndarray, cv2) -> torch.Tensor:
     """mistral_common's transform_image of a [3, H, W] uint8 image to `size` (h, w): cv2.resize of it as
     float32 (INTER_CUBIC), then / 255, - mean, / std, each rounded to float32 as NumPy rounds it."""
-    out = torch.empty((1, 3, *size), dtype=torch.float32)
-    weight, bias = resize.identity_affine()  # x * 1 + 0: the resized floats themselves
-    resize.resize_into(out, pixels[None], weight, bias, size, (0, 0, *size), "cv2_cubic_f32", "pil", _PLANS)
-    out = out[0]
-    out.div_(255.0)  # a float32 tensor by a Python float: float32 division, as np.divide(x, np.float32(255))
-    out.sub_(torch.from_numpy(mean)[:, None, None])
-    out.div_(torch.from_numpy(std)[:, None, None])
+    out = output_pool.empty((3, *size), torch.float32)
+    if cv2.ipp.useIPP():  # IPP's own resize, of the float32 image NumPy would make: the same bytes in, the same out
+        source = _float32_pixels(pixels, cv2)
+        resized = output_pool.empty((*size, 3), torch.float32)  # pooled too: fresh pages fault on first touch
+        cv2.resize(source.numpy(), size[::-1], dst=resized.numpy(), interpolation=cv2.INTER_CUBIC)
+        del source  # back to the pool
+        values = resized.permute(2, 0, 1)
+    else:
+        weight, bias = resize.identity_affine()  # x * 1 + 0: the resized floats themselves
+        resize.resize_into(out[None], pixels[None], weight, bias, size, (0, 0, *size), "cv2_cubic_f32", "pil", _PLANS)
+        values = out
+    mean, std = (torch.from_numpy(v)[:, None, None] for v in (mean, std))
+    # A float32 tensor by a Python float: float32 division, as np.divide(x, np.float32(255)); in place where the
+    # values are the output already. Whole-image passes: bands of rows measured slower here (their calls' cost).
+    torch.div(values, 255.0, out=out).sub_(mean).div_(std)
     return out
+
+
+def _float32_pixels(pixels: torch.Tensor, cv2) -> torch.Tensor:
+    """np.array(image, dtype=np.float32) of a [3, H, W] uint8 view, as [H, W, 3] float32 in pooled memory: each
+    value the byte itself. Pillow's RGBX memory (read in place, 4 bytes a pixel) goes a band of rows at a time
+    through cv2.cvtColor, which drops the fourth byte, then torch widens the packed bytes, in cache. Measured at
+    1 thread: ~6.5 ms for a 1080p photo, ~40 ms for 12 MP, against NumPy's 8 and 65 (through Pillow's encoder,
+    then a strided cast); most of it is writing the float32 values."""
+    height, width = pixels.shape[1:]
+    source = output_pool.empty((height, width, 3), torch.float32)
+    hwc = pixels.permute(1, 2, 0)
+    in_place = (
+        hwc.stride() == (4 * width, 4, 1)
+        and hwc.untyped_storage().nbytes() >= hwc.storage_offset() + hwc.numel() // 3 * 4
+    )
+    if not in_place:  # not Pillow's memory: one strided copy
+        source.copy_(hwc)
+        return source
+    rgbx = hwc.as_strided((height, width, 4), (4 * width, 4, 1)).numpy()
+    band = max(1, BAND_BYTES // (3 * width))
+    packed = torch.empty((band, width, 3), dtype=torch.uint8)
+    packed_array = packed.numpy()
+    for start in range(0, height, band):
+        rows = min(band, height - start)
+        cv2.cvtColor(rgbx[start : start + rows], cv2.COLOR_RGBA2RGB, dst=packed_array[:rows])
+        source[start : start + rows].copy_(packed[:rows])
+    return source

@@ -3,7 +3,8 @@
 resample="cv2_cubic_f32" (the same values, normalized and laid out as CHW) and against what the vLLM plugin runs for
 Mistral-format checkpoints (vllm_mistral: the raw cv2_cubic_f32 resize, then NumPy's three float32 steps). 1
 thread each, medians of 7 alternated rounds in one process; prints the max |difference| of each to the IPP-off
-reference after normalization, and how far IPP's resize is from OpenCV's own (why vllm_mistral hands IPP back).
+reference after normalization, and how far IPP's resize is from OpenCV's own (why vllm_mistral calls cv2.resize
+itself under IPP). With mistral_common installed, its ImageEncoder against vllm_mistral, IPP off and on.
 
     .venv/bin/python scripts/bench_cv2_cubic.py   (needs opencv-python-headless and scikit-image)
 """
@@ -35,6 +36,12 @@ def mistral(image: np.ndarray, size: tuple[int, int], ipp: bool) -> np.ndarray:
     return np.ascontiguousarray(((resized / 255.0 - MEAN) / STD).transpose(2, 0, 1))
 
 
+def served_without_ipp(chw: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """vllm_mistral's path where OpenCV runs its own INTER_CUBIC: the engine's cv2_cubic_f32 filter."""
+    cv2.ipp.setUseIPP(False)
+    return _transformed(chw, size, MEAN, STD, cv2)
+
+
 def main() -> None:
     torch.set_num_threads(1)
     cv2.setNumThreads(1)
@@ -47,7 +54,7 @@ def main() -> None:
             "cv2+numpy, IPP on": (mistral, image, size, True),
             "cv2+numpy, IPP off": (mistral, image, size, False),
             "fused cv2_cubic_f32": (module.resize, chw, torch.float32, size),
-            "vllm_mistral": (_transformed, chw, size, MEAN, STD),
+            "vllm_mistral": (served_without_ipp, chw, size),
         }
         times = {name: [] for name in calls}
         for _ in range(7):
@@ -60,7 +67,7 @@ def main() -> None:
         print(f"{height}x{width} -> {size[0]}x{size[1]}: {medians}")
         fused = module.resize(chw, torch.float32, size, resample="cv2_cubic_f32").numpy()
         reference = mistral(image, size, False)
-        served = _transformed(chw, size, MEAN, STD).numpy()
+        served = served_without_ipp(chw, size).numpy()
         print(
             f"  max |fused - IPP-off reference| = {np.abs(reference - fused).max():.3g}, "
             f"vllm_mistral: {np.abs(reference - served).max():.3g} ({np.mean(reference == served):.2%} bit-equal)"
@@ -99,9 +106,10 @@ def encoder_rows(tile: np.ndarray) -> None:
     # Mistral Small 3.1's vision settings (params.json's vision_encoder)
     encoder = ImageEncoder(ImageConfig(16, 1024, 2), SpecialImageIDs(img=10, img_break=12, img_end=13))
 
-    def served(image):
+    def served(image, ipp):
+        cv2.ipp.setUseIPP(ipp)
         width, height = encoder._image_to_num_tokens(image)
-        return _transformed(pil_to_chw(image), (height * 32, width * 32), MEAN, STD)
+        return _transformed(pil_to_chw(image), (height * 32, width * 32), MEAN, STD, cv2)
 
     def stock(image, ipp):
         cv2.ipp.setUseIPP(ipp)
@@ -114,7 +122,8 @@ def encoder_rows(tile: np.ndarray) -> None:
         calls = {
             "ImageEncoder, IPP on": (stock, True),
             "ImageEncoder, IPP off": (stock, False),
-            "vllm_mistral": (served,),
+            "vllm_mistral, IPP on": (served, True),
+            "vllm_mistral, IPP off": (served, False),
         }
         times = {name: [] for name in calls}
         for _ in range(7):
@@ -123,12 +132,13 @@ def encoder_rows(tile: np.ndarray) -> None:
                 call(image, *args)
                 times[name].append(time.perf_counter() - start)
         medians = {name: statistics.median(t) for name, t in times.items()}
-        equal = np.array_equal(stock(image, False), served(image).numpy())
+        equal = [np.array_equal(stock(image, ipp), served(image, ipp).numpy()) for ipp in (False, True)]
         print(
             f"encoder {height}x{width}: "
             + ", ".join(f"{name} {t * 1e3:.1f} ms" for name, t in medians.items())
-            + f"; vllm_mistral {medians['ImageEncoder, IPP off'] / medians['vllm_mistral']:.2f}x IPP off, "
-            f"{medians['ImageEncoder, IPP on'] / medians['vllm_mistral']:.2f}x IPP on; bit-equal to IPP off: {equal}"
+            + f"; vllm_mistral {medians['ImageEncoder, IPP off'] / medians['vllm_mistral, IPP off']:.2f}x IPP off, "
+            f"{medians['ImageEncoder, IPP on'] / medians['vllm_mistral, IPP on']:.2f}x IPP on; bit-equal: IPP off "
+            f"{equal[0]}, IPP on {equal[1]}"
         )
     cv2.ipp.setUseIPP(True)
 

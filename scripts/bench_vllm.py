@@ -26,7 +26,7 @@ Qwen2VLImageProcessor, vLLM's MiniMaxM3VLImageProcessor served by the generic pa
 MiniMaxM3VLVideoProcessor's float32 antialiased bicubic served there too, 8 frames of 480p and 1080p),
 mistral-small-3.1 / pixtral-12b (tests/test_vllm_mistral.py's Mistral-format directories: vLLM's
 MistralCommonImageProcessor around mistral_common's encoder, served by vllm_mistral; both sides with OpenCV's
-IPP off, the only setting it serves, and again with IPP on for stock as x86 runs it: the "ipp-on" rows), each
+IPP off, and again with IPP on as x86 wheels run it: the "ipp-on" rows, cv2.resize itself on both sides), each
 with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
 """

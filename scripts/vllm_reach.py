@@ -517,14 +517,11 @@ def _medium(
         kind, video = "", False
     if kind == "mistral_common":
         # vLLM wraps the encoder in its MistralCommonImageProcessor; vllm_mistral serves that class (its test:
-        # tests/test_vllm_mistral.py) only where OpenCV runs its own INTER_CUBIC, hence never fully "served".
+        # tests/test_vllm_mistral.py), Intel IPP on or off.
         server = served_in_place.get("MistralCommonImageProcessor")
         if server is None:
             return "mistral_common", f"Mistral format: mistral_common's {cls}"
-        return server, (
-            f"Mistral format: mistral_common's {cls} served where OpenCV runs its own INTER_CUBIC (aarch64 "
-            "wheels, IPP off); under Intel IPP (x86 wheels' default) it stays mistral_common's"
-        )
+        return server, ""
     family = (
         config.video_kind_of({"video_processor_type": cls}) if video else config.kind_of({"image_processor_type": cls})
     )

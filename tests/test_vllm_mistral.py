@@ -7,9 +7,9 @@ no real weights). vLLM itself picks the Mistral config format and tokenizer mode
 the real ones.
 
 Each side runs every request twice in its one process: with OpenCV's Intel IPP off (cv2.ipp.setUseIPP(False):
-the plugin serves) and on (the plugin hands the call back to mistral_common; on x86 wheels IPP's INTER_CUBIC
-is what stock runs). The processor vLLM builds here has no processor cache, so the second pass runs the image
-processor again (its IPP hand-back line proves it).
+the engine's cv2_cubic_f32 filter resizes) and on (on x86 wheels IPP's INTER_CUBIC is what stock runs, and the
+plugin calls cv2.resize itself, then its own normalize). The processor vLLM builds here has no processor cache,
+so the second pass runs the image processor again (the off side's two passes differ where IPP runs).
 
 Requests: 1080p (downscaled to the 1540 / 1024 cap: the rounding path), a small odd image (an upscale), an RGBA one
 (composited on white), two images in one prompt. Prompts are token ids from the Mistral tokenizer's chat
@@ -54,7 +54,6 @@ PATTERN = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|"
     r"\s*[\r\n]+|\s+(?!\S)|\s+"
 )
-IPP_LINE = "OpenCV runs INTER_CUBIC through Intel IPP here"
 
 
 def write_mistral(path: str, model: str) -> None:
@@ -229,23 +228,19 @@ def test_same_outputs_plugin_on_and_off(sides):
 
 
 def test_same_outputs_where_opencv_runs_ipp(sides):
-    """IPP on: the plugin hands each call back to mistral_common (its results differ from OpenCV's own code), so
-    the tensors equal stock's bit for bit again; where this OpenCV has no IPP the plugin serves."""
+    """IPP on: the plugin serves with cv2.resize itself (IPP's results differ from OpenCV's own code), and every
+    tensor equals mistral_common's bit for bit again."""
     import torch
 
     on, off = sides
     assert_equal(on, off, True)
-    handed_back = [line for line in on["log-ipp-True"] if "serves this call" in line]
+    assert not any("serves this call" in line for line in on["log-ipp-True"]), on["log-ipp-True"]
     if on["useIPP-True"]:
         # IPP's INTER_CUBIC differs from OpenCV's own (most values, by up to ~3e-4 here): the off side's second
         # pass ran the processor again rather than a cache answering it from the first.
         for key in [f"{model}/ipp-{{}}/{name}" for model in MODELS for name, *_ in requests()]:
             first, second = off[key.format(False)]["tensors"], off[key.format(True)]["tensors"]
             assert not all(torch.equal(a["images"], b["images"]) for a, b in zip(first, second, strict=True)), key
-        assert len(handed_back) == 1 and IPP_LINE in handed_back[0], on["log-ipp-True"]
-        assert "vLLM's MistralCommonImageProcessor serves this call" in handed_back[0], handed_back
-    else:
-        assert handed_back == [], on["log-ipp-True"]
 
 
 def test_log_says_fused_serves_mistral(sides):
@@ -256,7 +251,8 @@ def test_log_says_fused_serves_mistral(sides):
 
 def test_calls_it_does_not_reproduce_run_mistral_commons_code(monkeypatch):
     """In this process: return_tensors='np' and a subclass go to mistral_common's code (equal to it, logged once
-    each); a served call is equal to it bit for bit; a mistral_common whose transform_image changed is not served."""
+    each); a served call is equal to it bit for bit, IPP off and on; a mistral_common whose transform_image changed
+    is not served."""
     import importlib
 
     import cv2
@@ -266,6 +262,7 @@ def test_calls_it_does_not_reproduce_run_mistral_commons_code(monkeypatch):
     from PIL import Image
 
     from fused_input_norm import vllm_mistral
+    from fused_input_norm.images import pil_to_chw
 
     module = importlib.import_module(MODULE)
     cls = module.MistralCommonImageProcessor
@@ -288,8 +285,28 @@ def test_calls_it_does_not_reproduce_run_mistral_commons_code(monkeypatch):
             got, expected = processor(image, return_tensors=tensors), original(processor, image, return_tensors=tensors)
             assert len(got["images"]) == len(expected["images"]) == 1
             assert np.array_equal(np.asarray(got["images"][0]), np.asarray(expected["images"][0]))
-        served, expected = cls(encoder)([image, rgba(57, 29, 2)]), original(cls(encoder), [image, rgba(57, 29, 2)])
-        assert all(torch.equal(a, b) for a, b in zip(served["images"], expected["images"], strict=True))
+        # Served with OpenCV's own INTER_CUBIC (the engine's filter) and, where this OpenCV has it, under IPP
+        # (cv2.resize itself): a downscale, an upscale, RGBA composited on white.
+        images = [Image.fromarray(photo(1080, 1920, 3)), image, rgba(57, 29, 2)]
+        resize, resized = cv2.resize, []
+        monkeypatch.setattr(cv2, "resize", lambda *args, **kwargs: resized.append(args[1]) or resize(*args, **kwargs))
+        for setting in (False, True):
+            cv2.ipp.setUseIPP(setting)
+            resized.clear()
+            served = cls(encoder)(images)
+            # cv2.resize itself only under IPP, once an image
+            assert len(resized) == (3 if cv2.ipp.useIPP() else 0), (setting, resized)
+            expected = original(cls(encoder), images)
+            assert all(torch.equal(a, b) for a, b in zip(served["images"], expected["images"], strict=True)), setting
+        # Under IPP, the float32 copy of each way a [3, H, W] image can lie in memory: Pillow's RGBX memory read in
+        # place, NumPy's HWC copy, channels-first planes.
+        cv2.ipp.setUseIPP(True)
+        mean, std = (np.asarray(v, np.float32) for v in (encoder_module.DATASET_MEAN, encoder_module.DATASET_STD))
+        hwc = torch.from_numpy(np.array(image))
+        expected = encoder_module.transform_image(image, (352, 168))  # (width, height)
+        for pixels in (pil_to_chw(image), hwc.permute(2, 0, 1), hwc.permute(2, 0, 1).contiguous()):
+            got = vllm_mistral._transformed(pixels, (168, 352), mean, std, cv2)
+            assert np.array_equal(got.numpy(), expected), pixels.stride()
     finally:
         cls.__call__ = original
         cv2.ipp.setUseIPP(ipp)
