@@ -23,8 +23,8 @@ weights, read back from impulse images, are within ~1e-7 of the a = -0.75 kernel
 evaluation of it tried, so the engine does not reproduce it. Under IPP the resize is therefore OpenCV's own call,
 cv2.resize of the same float32 image (the same function on the same bytes: the same values), and the rest is
 this module's: the uint8 pixels read once into pooled float32 memory (NumPy's np.array(image, float32) goes
-through Pillow's encoder and fresh pages), and the three float32 steps writing channels-first rows a band at a
-time, in cache (mistral_common's three passes, then vLLM's torch.tensor copy of the transposed array). Where
+through Pillow's encoder and fresh pages), and the three float32 steps writing the channels-first output
+directly (mistral_common's three passes, then vLLM's torch.tensor copy of the transposed array). Where
 OpenCV runs its own code (aarch64 wheels, builds without IPP, or cv2.ipp.setUseIPP(False)), the engine's
 "cv2_cubic_f32" filter resizes straight from the uint8 pixels. The check is per call.
 
@@ -57,7 +57,7 @@ ENCODER_REPRODUCED = {
     "transform_image": "55ae425490b7f9ae0f93ddcaef381bf67ace9b90ccf3915519aa1ffb2339b24d",
     "normalize": "2a819d4182192c11b29d58db3e8f91ed0fbc43c4946b80b34ed36c086d2acf34",
 }
-# The bytes packed to RGB at a time before NumPy widens them (1 MiB: in cache, and few enough calls).
+# The bytes packed to RGB at a time before torch widens them to float32 (1 MiB: in cache, and few enough calls).
 BAND_BYTES = 1 << 20
 _PLANS = resize.PlanCache()
 
@@ -127,7 +127,10 @@ def _transformed(pixels: torch.Tensor, size: tuple[int, int], mean: np.ndarray, 
     if cv2.ipp.useIPP():  # IPP's own resize, of the float32 image NumPy would make: the same bytes in, the same out
         source = _float32_pixels(pixels, cv2)
         resized = output_pool.empty((*size, 3), torch.float32)  # pooled too: fresh pages fault on first touch
-        cv2.resize(source.numpy(), size[::-1], dst=resized.numpy(), interpolation=cv2.INTER_CUBIC)
+        target = resized.numpy()
+        result = cv2.resize(source.numpy(), size[::-1], dst=target, interpolation=cv2.INTER_CUBIC)
+        if result.ctypes.data != target.ctypes.data:  # OpenCV silently makes its own array for a dst it cannot use
+            target[...] = result
         del source  # back to the pool
         values = resized.permute(2, 0, 1)
     else:
