@@ -29,12 +29,17 @@ MistralCommonImageProcessor around mistral_common's encoder, served by vllm_mist
 IPP off, and again with IPP on as x86 wheels run it: the "ipp-on" rows, cv2.resize itself on both sides), each
 with its checkpoint's config. Targets: issue 25 (Qwen2-VL) and issue 35 (the other families): at least 3x at 12 MP
 (4032x3024) and 2x at 1080p against transformers' processor; issue 37: 3x at 1080p too for the LANCZOS families.
+
+Each side's page faults a request are printed with vLLM's stages. --malloc-tunables runs both sides with glibc's
+malloc keeping large buffers in its heap (MALLOC_TUNABLES): without it, vLLM's hash of a 12 MP photo faults in
+fresh pages on whichever side left no large free block in the heap (docs/performance.md).
 """
 
 import argparse
 import functools
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,6 +54,9 @@ SIZES = [(1080, 1920), (3024, 4032)]
 VIDEOS = {"mimo_video": (8, [(480, 640), (1080, 1920)]), "minimax_m3_video": (8, [(480, 640), (1080, 1920)])}
 LANCZOS_MODELS = ("idefics3", "smolvlm")  # issue 37's target: 3x at 1080p as well
 MAX_PIXELS = [12845056, 1003520]  # the checkpoint's, and a common serving cap (a per-request kwarg)
+# --malloc-tunables: glibc's malloc serves allocations under 64 MiB from its heap and keeps up to 256 MiB of it
+# free, so that a 12 MP photo's buffers (vLLM's hash copies the pixels: 36 MB) reuse pages on both sides alike.
+MALLOC_TUNABLES = "glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456"
 
 
 def vllm_processor(
@@ -191,20 +199,23 @@ def worker(model: str, model_dir: str, repeats: int, float_path: bool) -> dict:
 
                 cv2.ipp.setUseIPP(max_pixels == "ipp-on")
                 kwargs = {}
-            times, hashing = [], []
+            times, hashing, faults = [], [], []
             for i in range(repeats + 2):
                 inputs = ProcessorInputs(prompt, processor.info.parse_mm_data(media), None, kwargs)
                 timing = TimingContext(enabled=True)
+                faulted = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 start = time.perf_counter()
                 processor.apply(inputs, timing)
                 elapsed = time.perf_counter() - start
                 if i >= 2:  # two warm-ups: plans, allocator, lazy imports
                     times.append(elapsed)
                     hashing.append(sum(v for k, v in timing.stage_secs.items() if "hash" in k))
+                    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faulted)
             results[f"{height}x{width}@{max_pixels}"] = {
                 "apply_ms": [t * 1e3 for t in times],
                 "hash_ms": [t * 1e3 for t in hashing],
                 "stages": {k: round(v * 1e3, 2) for k, v in timing.stage_secs.items()},
+                "page_faults": statistics.median(faults),  # fresh 4 KiB pages touched per request (minor faults)
             }
     return results
 
@@ -215,6 +226,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed requests per size, per process")
     parser.add_argument("--rounds", type=int, default=3, help="on/off process pairs, alternated (drift cancels)")
     parser.add_argument("--float", action="store_true", help="mm_device_do_normalize off (float32 pixel_values)")
+    parser.add_argument(
+        "--malloc-tunables",
+        action="store_true",
+        help=f"both sides' processes with GLIBC_TUNABLES={MALLOC_TUNABLES} (docs/performance.md: vLLM's hash)",
+    )
     parser.add_argument("--worker", nargs=3, metavar=("MODEL", "MODEL_DIR", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -265,7 +281,7 @@ def main() -> None:
         for side, result in (("fused", on), ("transformers", off)):
             for key, value in result.items():
                 if key != "class":
-                    print(f"    {side} {key}: {value['stages']}")
+                    print(f"    {side} {key}: {value['stages']}, {value['page_faults']:.0f} page faults a request")
 
 
 def _sides(name: str, model_dir: str, root: str, args) -> tuple[dict, dict]:
@@ -276,6 +292,8 @@ def _sides(name: str, model_dir: str, root: str, args) -> tuple[dict, dict]:
             out = os.path.join(root, f"{switch}.json")
             env = {**os.environ, "FUSED_INPUT_NORM_VLLM_PROCESSOR": switch, "OMP_NUM_THREADS": "1"}
             env["NUMBA_NUM_THREADS"] = "1"  # vLLM's Kimi kernel (numba's parallel loop) at 1 thread as well
+            if args.malloc_tunables:
+                env["GLIBC_TUNABLES"] = MALLOC_TUNABLES
             command = [sys.executable, os.path.abspath(__file__), "--worker", name, model_dir, out]
             command += ["--repeats", str(args.repeats)] + (["--float"] if args.float else [])
             subprocess.run(command, env=env, check=True, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
